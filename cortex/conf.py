@@ -1,0 +1,191 @@
+"""Configuration: an INI file (``cortex.conf``), environment overrides and built-in defaults.
+
+Every option is declared once in :data:`OPTIONS`; the sample file
+``etc/cortex/cortex.conf.sample`` is generated from it (``cortex-manage config
+sample``) and a test keeps the two equal. Precedence, highest first: the
+environment variable ``CORTEX_<SECTION>_<OPTION>`` (``CORTEX_DATABASE_CONNECTION``),
+the file given by ``--config-file`` or ``CORTEX_CONFIG_FILE``, the default.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CONFIG_FILE_ENV = "CORTEX_CONFIG_FILE"
+
+
+class ConfigError(ValueError):
+    """A configuration file or value cannot be used; the message names the option."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: ``section``/``name``, a Python type (str, int, float, bool), a default, help."""
+
+    section: str
+    name: str
+    type: type
+    default: Any
+    help: str
+
+
+def _default_database_url(environ: Mapping[str, str]) -> str:
+    """SQLite file in the user's data directory ($XDG_DATA_HOME/cortex, else ~/.local/share)."""
+    base = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return f"sqlite:///{Path(base) / 'cortex' / 'cortex.sqlite'}"
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("DEFAULT", "debug", bool, False, "Log at DEBUG level."),
+    Option("DEFAULT", "log_format", str, "text", "Log line format: text or json."),
+    Option("api", "host", str, "127.0.0.1", "Address cortex-api (the development server) binds."),
+    Option("api", "port", int, 8080, "Port cortex-api binds."),
+    Option("api", "max_body_bytes", int, 8 * 1024 * 1024,
+           "Largest accepted request body in bytes; larger bodies get 413."),
+    Option("database", "connection", str, "",
+           "SQLAlchemy URL, e.g. postgresql+psycopg://cortex:secret@db/cortex. "
+           "Empty: an embedded SQLite file in the user's data directory "
+           "(single process only)."),
+    Option("database", "knowledge_check_interval", float, 1.0,
+           "Seconds between checks of the knowledge version; the in-memory view is "
+           "rebuilt only when the version changed."),
+    Option("scheduler", "pipelines_file", str, "",
+           "Pipeline definitions (YAML). Empty: the pipelines.yaml shipped with Cortex."),
+    Option("scheduler", "unknown_host_policy", str, "keep",
+           "Hosts the caller names but Cortex has no knowledge of: 'keep' ranks them by "
+           "the caller's weight after the judged hosts, 'drop' removes them."),
+    Option("scheduler", "decision_queue_size", int, 10000,
+           "Decisions waiting to be written; when full, new ones are dropped and counted."),
+    Option("scheduler", "decision_retention_days", float, 30.0,
+           "Decisions older than this are pruned by 'cortex-manage decisions prune' "
+           "and by the writer once an hour."),
+    Option("sync", "interval", float, 60.0, "Default seconds between syncs of one source."),
+    Option("prometheus", "url", str, "", "Prometheus HTTP API base URL for live load."),
+    Option("openstack", "cloud", str, "", "Cloud name in clouds.yaml (openstacksdk)."),
+    Option("openstack", "region_name", str, "", "Region to sync."),
+)
+
+
+def shipped_file(name: str) -> Path:
+    """A file Cortex ships in ``etc/cortex/``: from the checkout, else the installed copy.
+
+    Wheels install ``etc/cortex/*`` as data files under ``<prefix>/share/cortex``.
+    Raises ConfigError when neither exists.
+    """
+    candidates = (Path(__file__).resolve().parents[1] / "etc" / "cortex" / name,
+                  Path(sys.prefix) / "share" / "cortex" / name)
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(f"shipped file {name} not found in {', '.join(map(str, candidates))}")
+
+
+def _parse(option: Option, raw: str) -> Any:
+    """Turn the text of ``option`` into its type; raise ConfigError naming the option."""
+    try:
+        if option.type is bool:
+            lowered = raw.strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        return option.type(raw.strip())
+    except ValueError:
+        raise ConfigError(
+            f"[{option.section}] {option.name}: {raw!r} is not a valid "
+            f"{option.type.__name__}") from None
+
+
+class Config:
+    """Resolved configuration, read-only: ``conf.get("database", "connection")``.
+
+    Build with :func:`load`. Holds only values, so tests construct it with
+    ``load(overrides={...})`` instead of touching the environment.
+    """
+
+    def __init__(self, values: dict[tuple[str, str], Any], source: str | None,
+                 default_database_url: str = "") -> None:
+        self._values = values
+        self.source = source
+        self._default_database_url = default_database_url
+
+    def get(self, section: str, name: str) -> Any:
+        """The value of ``[section] name``; KeyError for an undeclared option."""
+        return self._values[(section, name)]
+
+    @property
+    def database_url(self) -> str:
+        """The database URL, with the embedded SQLite default filled in."""
+        return self.get("database", "connection") or self._default_database_url
+
+    def with_overrides(self, overrides: dict[str, Any]) -> Config:
+        """A copy with ``{"section.name": value}`` replaced (typed values)."""
+        values = dict(self._values)
+        for key, value in overrides.items():
+            section, name = key.split(".", 1)
+            if (section, name) not in values:
+                raise ConfigError(f"unknown option [{section}] {name}")
+            values[(section, name)] = value
+        return Config(values, self.source, self._default_database_url)
+
+
+def load(path: str | None = None, environ: dict[str, str] | None = None,
+         overrides: dict[str, Any] | None = None) -> Config:
+    """Read ``path`` (else ``$CORTEX_CONFIG_FILE``, else nothing) and the environment.
+
+    Raises ConfigError for a missing file, an unknown section/option in the file
+    (a typo must not be silently ignored) or a value of the wrong type.
+    """
+    environ = os.environ if environ is None else environ
+    path = path or environ.get(CONFIG_FILE_ENV) or None
+    parser = configparser.ConfigParser(interpolation=None)
+    if path:
+        if not Path(path).is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        parser.read(path)
+    known = {(o.section, o.name): o for o in OPTIONS}
+    _reject_unknown(parser, known)
+    values: dict[tuple[str, str], Any] = {}
+    for key, option in known.items():
+        env_name = f"CORTEX_{option.section.upper()}_{option.name.upper()}"
+        raw = environ.get(env_name)
+        if raw is None and parser.has_option(option.section, option.name):
+            raw = parser.get(option.section, option.name)
+        values[key] = option.default if raw is None else _parse(option, raw)
+    conf = Config(values, path, _default_database_url(environ))
+    return conf.with_overrides(overrides) if overrides else conf
+
+
+def _reject_unknown(parser: configparser.ConfigParser, known: dict) -> None:
+    """Raise ConfigError for any section or option in the file that is not declared."""
+    sections = {s for s, _ in known}
+    for name in parser.defaults():
+        if ("DEFAULT", name) not in known:
+            raise ConfigError(f"unknown option [DEFAULT] {name}")
+    for section in parser.sections():
+        if section not in sections:
+            raise ConfigError(f"unknown section [{section}]")
+        for name in parser.options(section):
+            if (section, name) not in known and name not in parser.defaults():
+                raise ConfigError(f"unknown option [{section}] {name}")
+
+
+def sample() -> str:
+    """The text of ``cortex.conf.sample``: every option commented out with its help."""
+    lines = ["# Cortex configuration. Generated by 'cortex-manage config sample'.",
+             "# Any option can be overridden by the environment as CORTEX_<SECTION>_<OPTION>."]
+    section = None
+    for option in OPTIONS:
+        if option.section != section:
+            section = option.section
+            lines += ["", f"[{section}]"]
+        default = str(option.default).lower() if option.type is bool else option.default
+        lines += ["", f"# {option.help} ({option.type.__name__})", f"#{option.name} = {default}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""Database layer: SQLAlchemy models, engines and Alembic migrations."""

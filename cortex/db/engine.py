@@ -1,0 +1,41 @@
+"""Engines and sessions: one engine per process, built from the configured URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+
+def make_engine(url: str, **kwargs) -> Engine:
+    """A SQLAlchemy engine for ``url`` (``postgresql+psycopg://…`` or ``sqlite:///path``).
+
+    SQLite: creates the parent directory of the file and turns on foreign keys and
+    WAL, since it is the embedded single-process default. PostgreSQL: pre-ping so a
+    restarted server does not fail the first request after it.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, **kwargs)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    kwargs.setdefault("connect_args", {"connect_timeout": 3})
+    return create_engine(url, **kwargs)
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    """Enforce foreign keys and use WAL on every new SQLite connection."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.close()
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    """A sessionmaker bound to ``engine`` that keeps objects usable after commit."""
+    return sessionmaker(engine, expire_on_commit=False)
