@@ -1,0 +1,15 @@
+"""Typed, read-only scheduling requests parsed once from the callers' bodies."""
+
+from cortex.request.base import BadRequest, Candidate, unwrap
+from cortex.request.cinder import CinderRequest
+from cortex.request.manila import ManilaRequest
+from cortex.request.nova import NovaRequest
+
+PARSERS = {
+    "nova": NovaRequest.from_body,
+    "cinder": CinderRequest.from_body,
+    "manila": ManilaRequest.from_body,
+}
+
+__all__ = ["PARSERS", "BadRequest", "Candidate", "CinderRequest", "ManilaRequest",
+           "NovaRequest", "unwrap"]

@@ -1,0 +1,89 @@
+"""Pieces shared by the Nova, Cinder and Manila request parsers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+ENVELOPE_DATA_KEYS = ("nova_object.data", "versioned_object.data")
+EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class BadRequest(ValueError):
+    """The body is well-formed JSON but cannot be a scheduling request (answered with 400)."""
+
+
+def unwrap(value: Any) -> Any:
+    """Strip oslo versioned-object envelopes, recursively.
+
+    ``{"nova_object.name": …, "nova_object.data": {...}}`` (Nova) and
+    ``{"versioned_object.data": {...}}`` (Cinder, Manila) become their ``data``
+    dict; plain dicts and lists are walked; scalars are returned as they are.
+    """
+    if isinstance(value, dict):
+        for key in ENVELOPE_DATA_KEYS:
+            if key in value:
+                return unwrap(value[key])
+        return {k: unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap(v) for v in value]
+    return value
+
+
+def frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A read-only view of ``mapping`` (an empty one for None)."""
+    return MappingProxyType(dict(mapping)) if mapping else EMPTY
+
+
+def strings(value: Any) -> tuple[str, ...]:
+    """A tuple of strings from a list, a single scalar (older callers) or None."""
+    if value is None:
+        return ()
+    if isinstance(value, list | tuple):
+        return tuple(str(v) for v in value)
+    return (str(value),)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One host the caller offers.
+
+    ``host`` is ranked and answered; ``nodes`` are the ``hypervisor_hostname`` values
+    the caller named for it (may be empty); ``weight`` is the caller's weight.
+    """
+
+    host: str
+    nodes: tuple[str, ...]
+    weight: float
+
+
+def parse_candidates(body: Mapping[str, Any]) -> tuple[Candidate, ...]:
+    """The caller's hosts in its order, one Candidate per distinct ``host``.
+
+    A host named several times with different nodes (Ironic, VMware clusters) is one
+    candidate with all its nodes, at the position of its first entry. Raises
+    BadRequest when a host has no weight or a weight names no host (contract table).
+    """
+    weights = body["weights"]
+    nodes: dict[str, list[str]] = {}
+    for entry in body["hosts"]:
+        node = entry.get("hypervisor_hostname")
+        names = nodes.setdefault(entry["host"], [])
+        if node and node not in names:
+            names.append(node)
+    missing = [h for h in nodes if h not in weights]
+    if missing:
+        raise BadRequest(f"hosts without a weight: {', '.join(sorted(missing)[:5])}")
+    extra = [h for h in weights if h not in nodes]
+    if extra:
+        raise BadRequest(f"weights for hosts not in 'hosts': {', '.join(sorted(extra)[:5])}")
+    return tuple(Candidate(h, tuple(n), float(weights[h])) for h, n in nodes.items())
+
+
+def context_ids(body: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """``(request_id, global_request_id, project_id)`` from the caller's context."""
+    context = body.get("context") or {}
+    return (context.get("request_id"), context.get("global_request_id"),
+            context.get("project_id") or context.get("project"))

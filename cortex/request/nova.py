@@ -1,0 +1,303 @@
+"""NovaRequest: Nova's RequestSpec primitive, parsed once into typed, read-only fields."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cortex.request.base import (
+    EMPTY,
+    BadRequest,
+    Candidate,
+    context_ids,
+    frozen,
+    parse_candidates,
+    strings,
+    unwrap,
+)
+
+INTENTS = ("create", "rebuild", "resize", "live_migrate", "evacuate")
+_RESOURCES_RE = re.compile(r"^resources(\d*|_[\w-]+):(?P<rc>[A-Z0-9_]+)$")
+_TRAIT_RE = re.compile(r"^trait(\d*|_[\w-]+):(?P<trait>[A-Z0-9_]+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Flavor:
+    """The flavor: sizes in Nova's units (MiB of memory, GiB of disk, MiB of swap)."""
+
+    name: str | None
+    vcpus: int
+    memory_mb: int
+    root_gb: int
+    ephemeral_gb: int
+    swap: int
+    extra_specs: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class NumaCellRequest:
+    """A guest NUMA cell (Nova's InstanceNUMACell): CPU ids, memory MiB, page size KiB."""
+
+    id: int
+    cpuset: frozenset[int]
+    pcpuset: frozenset[int]
+    memory: int
+    pagesize: int | None
+    cpu_policy: str | None
+    cpu_thread_policy: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PciRequest:
+    """One InstancePCIRequest: ``count`` devices matching any of ``spec``."""
+
+    count: int
+    spec: tuple[Mapping[str, Any], ...]
+    alias_name: str | None
+    numa_policy: str | None
+    request_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerGroup:
+    """The instance's server group: policy, hosts already used, members, rules."""
+
+    uuid: str | None
+    policy: str | None
+    hosts: tuple[str, ...]
+    members: tuple[str, ...]
+    rules: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """RequestSpec.requested_destination: a host/node, or aggregates.
+
+    ``aggregates`` follows Nova: each entry is a comma-joined list of aggregate
+    uuids meaning "any of these", and all entries must hold (AND of ORs).
+    """
+
+    host: str | None
+    node: str | None
+    aggregates: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NovaRequest:
+    """A Nova scheduling request (``POST /scheduler/nova/external``).
+
+    Built by :meth:`from_body` from a body already validated against the OpenAPI
+    schema. ``resources`` are the amounts per resource class that Placement would
+    be asked for (see :func:`requested_resources`); ``intent`` is the
+    ``_nova_check_type`` hint (``create`` when absent).
+    """
+
+    candidates: tuple[Candidate, ...]
+    flavor: Flavor
+    image_properties: Mapping[str, Any]
+    numa_cells: tuple[NumaCellRequest, ...]
+    pci_requests: tuple[PciRequest, ...]
+    scheduler_hints: Mapping[str, tuple[str, ...]]
+    intent: str
+    server_group: ServerGroup | None
+    ignore_hosts: tuple[str, ...]
+    force_hosts: tuple[str, ...]
+    force_nodes: tuple[str, ...]
+    requested_destination: Destination | None
+    num_instances: int
+    root_required: frozenset[str]
+    root_forbidden: frozenset[str]
+    required_traits: frozenset[str]
+    forbidden_traits: frozenset[str]
+    resources: Mapping[str, int]
+    project_id: str | None
+    user_id: str | None
+    availability_zone: str | None
+    instance_uuid: str | None
+    is_bfv: bool
+    rebuild: bool
+    resize: bool
+    live: bool
+    vmware: bool
+    request_id: str | None = None
+    global_request_id: str | None = None
+    pipeline: str | None = None
+    service: str = field(default="nova", init=False)
+
+    @property
+    def resource_id(self) -> str | None:
+        """The instance uuid, the resource this decision is about."""
+        return self.instance_uuid
+
+    @property
+    def cpu_policy(self) -> str | None:
+        """``hw:cpu_policy`` of the flavor, else of the image (``hw_cpu_policy``)."""
+        return self.flavor.extra_specs.get("hw:cpu_policy") or self.image_properties.get(
+            "hw_cpu_policy")
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> NovaRequest:
+        """Parse a validated body; raises BadRequest for what the schema cannot express."""
+        spec = unwrap(body["spec"])
+        flavor = _flavor(spec.get("flavor") or {})
+        image = spec.get("image") or {}
+        hints = {k: strings(v) for k, v in (spec.get("scheduler_hints") or {}).items()}
+        params = spec.get("request_level_params") or {}
+        required, forbidden = _traits(flavor.extra_specs)
+        request_id, global_request_id, project = context_ids(body)
+        is_bfv = bool(spec.get("is_bfv"))
+        return cls(
+            candidates=parse_candidates(body),
+            flavor=flavor,
+            image_properties=frozen(image.get("properties")),
+            numa_cells=_numa_cells(spec.get("numa_topology")),
+            pci_requests=_pci_requests(spec.get("pci_requests")),
+            scheduler_hints=frozen(hints),
+            intent=_intent(hints, body),
+            server_group=_server_group(spec.get("instance_group")),
+            ignore_hosts=strings(spec.get("ignore_hosts")),
+            force_hosts=strings(spec.get("force_hosts")),
+            force_nodes=strings(spec.get("force_nodes")),
+            requested_destination=_destination(spec.get("requested_destination")),
+            num_instances=int(spec.get("num_instances") or 1),
+            root_required=frozenset(strings(params.get("root_required"))),
+            root_forbidden=frozenset(strings(params.get("root_forbidden"))),
+            required_traits=required,
+            forbidden_traits=forbidden,
+            resources=frozen(requested_resources(flavor, image.get("properties") or {}, is_bfv)),
+            project_id=spec.get("project_id") or project,
+            user_id=spec.get("user_id"),
+            availability_zone=spec.get("availability_zone"),
+            instance_uuid=spec.get("instance_uuid"),
+            is_bfv=is_bfv,
+            rebuild=bool(body.get("rebuild")),
+            resize=bool(body.get("resize")),
+            live=bool(body.get("live")),
+            vmware=bool(body.get("vmware")),
+            request_id=request_id,
+            global_request_id=global_request_id,
+            pipeline=body.get("pipeline"),
+        )
+
+
+def _flavor(data: Mapping[str, Any]) -> Flavor:
+    """Flavor from its unwrapped primitive; absent sizes are 0."""
+    return Flavor(
+        name=data.get("name"),
+        vcpus=int(data.get("vcpus") or 0),
+        memory_mb=int(data.get("memory_mb") or 0),
+        root_gb=int(data.get("root_gb") or 0),
+        ephemeral_gb=int(data.get("ephemeral_gb") or 0),
+        swap=int(data.get("swap") or 0),
+        extra_specs=frozen({k: str(v) for k, v in (data.get("extra_specs") or {}).items()}),
+    )
+
+
+def _intent(hints: Mapping[str, tuple[str, ...]], body: Mapping[str, Any]) -> str:
+    """The ``_nova_check_type`` hint; older callers without it: the legacy flags."""
+    check = hints.get("_nova_check_type")
+    if check and check[0] in INTENTS:
+        return check[0]
+    if body.get("live"):
+        return "live_migrate"
+    if body.get("resize"):
+        return "resize"
+    if body.get("rebuild"):
+        return "rebuild"
+    return "create"
+
+
+def _numa_cells(topology: Mapping[str, Any] | None) -> tuple[NumaCellRequest, ...]:
+    """Guest NUMA cells of InstanceNUMATopology (empty without a NUMA topology)."""
+    cells = (topology or {}).get("cells") or []
+    return tuple(
+        NumaCellRequest(
+            id=int(c.get("id") or 0),
+            cpuset=frozenset(c.get("cpuset") or ()),
+            pcpuset=frozenset(c.get("pcpuset") or ()),
+            memory=int(c.get("memory") or 0),
+            pagesize=c.get("pagesize"),
+            cpu_policy=c.get("cpu_policy"),
+            cpu_thread_policy=c.get("cpu_thread_policy"),
+        ) for c in cells)
+
+
+def _pci_requests(value: Mapping[str, Any] | None) -> tuple[PciRequest, ...]:
+    """InstancePCIRequests.requests as PciRequest tuples."""
+    requests = (value or {}).get("requests") or []
+    return tuple(
+        PciRequest(
+            count=int(r.get("count") or 1),
+            spec=tuple(frozen(s) for s in r.get("spec") or ()),
+            alias_name=r.get("alias_name"),
+            numa_policy=r.get("numa_policy"),
+            request_id=r.get("request_id"),
+        ) for r in requests)
+
+
+def _server_group(group: Mapping[str, Any] | None) -> ServerGroup | None:
+    """InstanceGroup; the rules arrive as ``rules`` or, from older objects, ``_rules``."""
+    if not group:
+        return None
+    rules = group.get("rules") or group.get("_rules") or {}
+    return ServerGroup(
+        uuid=group.get("uuid"),
+        policy=group.get("policy") or (strings(group.get("policies")) or (None,))[0],
+        hosts=strings(group.get("hosts")),
+        members=strings(group.get("members")),
+        rules=frozen({k: str(v) for k, v in rules.items()}),
+    )
+
+
+def _destination(dest: Mapping[str, Any] | None) -> Destination | None:
+    """Destination with aggregates split on commas (Nova's "any of" syntax)."""
+    if not dest:
+        return None
+    aggregates = tuple(tuple(a for a in entry.split(",") if a)
+                       for entry in strings(dest.get("aggregates")))
+    return Destination(host=dest.get("host"), node=dest.get("node"), aggregates=aggregates)
+
+
+def _traits(extra_specs: Mapping[str, str]) -> tuple[frozenset[str], frozenset[str]]:
+    """Required and forbidden traits of ``trait[N]:NAME=required|forbidden`` extra specs."""
+    required, forbidden = set(), set()
+    for key, value in extra_specs.items():
+        match = _TRAIT_RE.match(key)
+        if match and value == "required":
+            required.add(match["trait"])
+        elif match and value == "forbidden":
+            forbidden.add(match["trait"])
+    return frozenset(required), frozenset(forbidden)
+
+
+def requested_resources(flavor: Flavor, image_properties: Mapping[str, Any],
+                        is_bfv: bool) -> dict[str, int]:
+    """Resource amounts Nova asks Placement for, summed over request groups.
+
+    Nova's rules (nova/scheduler/utils.py ``ResourceRequest``/``resources_from_flavor``):
+    ``VCPU = vcpus``, ``MEMORY_MB = memory_mb``, ``DISK_GB = root_gb (0 when boot from
+    volume) + ephemeral_gb + ceil(swap MiB / 1024)``; ``hw:cpu_policy=dedicated`` (flavor
+    or image) turns the vcpus into ``PCPU``; ``resources[N]:RC=amount`` extra specs
+    override the flavor's amount for that class (0 removes it).
+    """
+    disk = (0 if is_bfv else flavor.root_gb) + flavor.ephemeral_gb + math.ceil(flavor.swap / 1024)
+    resources = {"VCPU": flavor.vcpus, "MEMORY_MB": flavor.memory_mb, "DISK_GB": disk}
+    policy = flavor.extra_specs.get("hw:cpu_policy") or image_properties.get("hw_cpu_policy")
+    if policy == "dedicated":
+        resources["PCPU"] = resources.pop("VCPU")
+    overrides: dict[str, int] = {}
+    for key, value in flavor.extra_specs.items():
+        match = _RESOURCES_RE.match(key)
+        if match:
+            if not value.strip().isdigit():
+                raise BadRequest(f"extra spec {key}={value!r}: the amount must be an integer")
+            overrides[match["rc"]] = overrides.get(match["rc"], 0) + int(value)
+    resources.update(overrides)
+    return {rc: amount for rc, amount in resources.items() if amount > 0}
+
+
+__all__ = ["EMPTY", "Destination", "Flavor", "NovaRequest", "NumaCellRequest", "PciRequest",
+           "ServerGroup", "requested_resources"]
