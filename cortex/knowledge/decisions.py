@@ -1,0 +1,139 @@
+"""The decision log: a bounded background writer and the queries behind /v1/decisions."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, delete, insert, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from cortex.db.models import Decision
+
+LOG = logging.getLogger(__name__)
+_STOP = object()
+
+
+class DecisionWriter:
+    """Writes decision records off the hot path, in batches, from one daemon thread.
+
+    ``submit(record)`` never blocks: when ``maxsize`` records are already waiting the
+    record is dropped and ``on_drop()`` is called (a metric). ``close()`` flushes what
+    is queued (graceful shutdown). Records are dicts with the Decision columns plus
+    ``record`` (the full JSON document).
+    """
+
+    def __init__(self, engine: Engine, maxsize: int = 10000, batch: int = 200,
+                 on_drop: Callable[[], None] = lambda: None) -> None:
+        self._engine = engine
+        self._queue: queue.Queue = queue.Queue(maxsize=maxsize)
+        self._batch = batch
+        self._on_drop = on_drop
+        self.written = 0
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name="decision-writer", daemon=True)
+        self._thread.start()
+
+    @property
+    def depth(self) -> int:
+        """Records waiting to be written."""
+        return self._queue.qsize()
+
+    def submit(self, record: Mapping[str, Any]) -> bool:
+        """Queue ``record``; False (and counted as dropped) when the queue is full."""
+        try:
+            self._queue.put_nowait(record)
+            return True
+        except queue.Full:
+            self.dropped += 1
+            self._on_drop()
+            return False
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until every queued record was handled (written or failed)."""
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait(timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Write what is queued, then stop the thread."""
+        if self._thread.is_alive():
+            self._queue.put(_STOP)
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        """Take records in batches and insert each batch in one transaction."""
+        while True:
+            item = self._queue.get()
+            batch, markers, stop = [], [], False
+            while True:
+                if item is _STOP:
+                    stop = True
+                elif isinstance(item, threading.Event):
+                    markers.append(item)
+                else:
+                    batch.append(item)
+                if len(batch) >= self._batch or self._queue.empty():
+                    break
+                item = self._queue.get()
+            self._write(batch)
+            for marker in markers:
+                marker.set()
+            if stop:
+                return
+
+    def _write(self, batch: list) -> None:
+        """Insert ``batch``; a database error loses the batch, logged, never raised."""
+        if not batch:
+            return
+        try:
+            with self._engine.begin() as connection:
+                connection.execute(insert(Decision), batch)
+            self.written += len(batch)
+        except SQLAlchemyError as exc:
+            self.dropped += len(batch)
+            LOG.error("could not write %d decisions: %s", len(batch), type(exc).__name__)
+
+
+def _as_document(row: Decision) -> dict[str, Any]:
+    """The API document of a decision row: its record plus the indexed columns."""
+    document = dict(row.record)
+    document.update(id=row.id, created_at=row.created_at.isoformat(), service=row.service,
+                    pipeline=row.pipeline, request_id=row.request_id,
+                    global_request_id=row.global_request_id, resource_id=row.resource_id,
+                    intent=row.intent, outcome=row.outcome, duration_ms=row.duration_ms)
+    return document
+
+
+class DecisionStore:
+    """Read side of the decision log (``GET /v1/decisions``) and its retention."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def get(self, decision_id: str) -> dict[str, Any] | None:
+        """One decision document, or None."""
+        with self._engine.connect() as connection:
+            row = connection.execute(select(Decision).where(Decision.id == decision_id)).first()
+        return _as_document(row) if row else None
+
+    def find(self, resource_id: str | None = None, request_id: str | None = None,
+             limit: int = 20) -> list[dict[str, Any]]:
+        """The newest ``limit`` decisions, filtered by resource id and/or request id."""
+        query = select(Decision).order_by(Decision.created_at.desc()).limit(limit)
+        if resource_id:
+            query = query.where(Decision.resource_id == resource_id)
+        if request_id:
+            query = query.where(Decision.request_id == request_id)
+        with self._engine.connect() as connection:
+            return [_as_document(row) for row in connection.execute(query)]
+
+    def prune(self, older_than_days: float) -> int:
+        """Delete decisions older than the retention; returns how many were deleted."""
+        cutoff = datetime.now(UTC) - timedelta(days=older_than_days)
+        with self._engine.begin() as connection:
+            return connection.execute(delete(Decision).where(Decision.created_at < cutoff)).rowcount

@@ -1,0 +1,173 @@
+"""Import a fleet description (YAML or JSON) into the knowledge tables.
+
+The format (``etc/cortex/demo-fleet.yaml`` is the worked example)::
+
+    aggregates:   [{name, uuid, availability_zone?, metadata?, hosts: [host]}]
+    hosts:        [{host, node?, uuid, availability_zone?, hypervisor_type?,
+                    hypervisor_version?, cpu_arch?, enabled?, up?, disabled_reason?,
+                    traits?: [str], inventories?: {RC: {total, reserved?, min_unit?,
+                    max_unit?, step_size?, allocation_ratio?, used?}}}]
+    storage_pools: [{service: cinder|manila, name: host@backend#pool,
+                    availability_zone?, total_capacity_gb, free_capacity_gb,
+                    allocated_capacity_gb?, provisioned_capacity_gb?, reserved_percentage?,
+                    max_over_subscription_ratio?, thin_provisioning_support?,
+                    thick_provisioning_support?, capabilities?: {}}]
+
+An import replaces the whole knowledge snapshot in one transaction and bumps the
+knowledge version, so a bad file (rejected by the schema below) changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from sqlalchemy import Connection, delete, func, insert, update
+
+from cortex.db import models
+
+_INVENTORY = {
+    "type": "object",
+    "required": ["total"],
+    "additionalProperties": False,
+    "properties": {k: {"type": "integer", "minimum": 0} for k in (
+        "total", "reserved", "min_unit", "max_unit", "step_size", "used")}
+    | {"allocation_ratio": {"type": "number", "exclusiveMinimum": 0}},
+}
+_STR_OR_NULL = {"type": ["string", "null"]}
+FLEET_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "aggregates": {"type": "array", "items": {
+            "type": "object", "required": ["name", "uuid"], "additionalProperties": False,
+            "properties": {
+                "name": {"type": "string"}, "uuid": {"type": "string"},
+                "availability_zone": _STR_OR_NULL,
+                "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+                "hosts": {"type": "array", "items": {"type": "string"}},
+            }}},
+        "hosts": {"type": "array", "items": {
+            "type": "object", "required": ["host", "uuid"], "additionalProperties": False,
+            "properties": {
+                "host": {"type": "string", "minLength": 1}, "node": {"type": "string"},
+                "uuid": {"type": "string"}, "availability_zone": _STR_OR_NULL,
+                "hypervisor_type": _STR_OR_NULL, "hypervisor_version": {"type": "integer"},
+                "cpu_arch": _STR_OR_NULL, "enabled": {"type": "boolean"},
+                "up": {"type": "boolean"}, "disabled_reason": _STR_OR_NULL,
+                "traits": {"type": "array", "items": {"type": "string"}},
+                "inventories": {"type": "object", "additionalProperties": _INVENTORY},
+            }}},
+        "storage_pools": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["service", "name", "total_capacity_gb", "free_capacity_gb"],
+            "properties": {
+                "service": {"enum": ["cinder", "manila"]}, "name": {"type": "string"},
+                "availability_zone": _STR_OR_NULL, "capabilities": {"type": "object"},
+                "thin_provisioning_support": {"type": "boolean"},
+                "thick_provisioning_support": {"type": "boolean"},
+            } | {k: {"type": "number", "minimum": 0} for k in (
+                "total_capacity_gb", "free_capacity_gb", "allocated_capacity_gb",
+                "provisioned_capacity_gb", "reserved_percentage",
+                "max_over_subscription_ratio")}}},
+    },
+}
+
+
+class FleetError(ValueError):
+    """The fleet file is unreadable or does not match FLEET_SCHEMA; nothing was written."""
+
+
+def read_fleet(path: str | Path) -> dict[str, Any]:
+    """Parse and validate a fleet file (YAML is a superset of JSON); raise FleetError."""
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise FleetError(f"{path}: {exc}") from None
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(FLEET_SCHEMA).iter_errors(data))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(top)"
+        raise FleetError(f"{path}: {where}: {error.message}")
+    return data
+
+
+def import_fleet(connection: Connection, fleet: Mapping[str, Any]) -> dict[str, int]:
+    """Replace the knowledge tables with ``fleet`` and bump the version.
+
+    Runs on the caller's ``connection`` inside its transaction (commit or roll back
+    is the caller's). Returns row counts ``{"hosts", "aggregates", "storage_pools"}``.
+    """
+    for table in (models.ResourceInventory, models.ComputeNode, models.AggregateHost,
+                  models.Aggregate, models.StoragePool):
+        connection.execute(delete(table))
+    for aggregate in fleet.get("aggregates", ()):
+        _insert_aggregate(connection, aggregate)
+    for host in fleet.get("hosts", ()):
+        _insert_node(connection, host)
+    pools = [_pool_row(p) for p in fleet.get("storage_pools", ())]
+    if pools:
+        connection.execute(insert(models.StoragePool), pools)
+    bump_version(connection)
+    return {"hosts": len(fleet.get("hosts", ())), "aggregates": len(fleet.get("aggregates", ())),
+            "storage_pools": len(pools)}
+
+
+def bump_version(connection: Connection) -> None:
+    """Increment the knowledge version so API workers rebuild their views."""
+    connection.execute(update(models.KnowledgeVersion).where(models.KnowledgeVersion.id == 1)
+                       .values(version=models.KnowledgeVersion.version + 1,
+                               updated_at=func.now()))
+
+
+def _insert_aggregate(connection: Connection, aggregate: Mapping[str, Any]) -> None:
+    """One aggregate and its members; the AZ is also kept in the metadata, as Nova does."""
+    metadata = dict(aggregate.get("metadata") or {})
+    if aggregate.get("availability_zone"):
+        metadata["availability_zone"] = aggregate["availability_zone"]
+    aggregate_id = connection.execute(insert(models.Aggregate).values(
+        uuid=aggregate["uuid"], name=aggregate["name"],
+        availability_zone=aggregate.get("availability_zone"), metadata_=metadata,
+    ).returning(models.Aggregate.id)).scalar_one()
+    members = [{"aggregate_id": aggregate_id, "host": h} for h in aggregate.get("hosts", ())]
+    if members:
+        connection.execute(insert(models.AggregateHost), members)
+
+
+def _insert_node(connection: Connection, host: Mapping[str, Any]) -> None:
+    """One compute node and its inventories (``max_unit`` defaults to ``total``)."""
+    node_id = connection.execute(insert(models.ComputeNode).values(
+        host=host["host"], node=host.get("node") or host["host"], uuid=host["uuid"],
+        availability_zone=host.get("availability_zone"),
+        hypervisor_type=host.get("hypervisor_type"),
+        hypervisor_version=host.get("hypervisor_version"), cpu_arch=host.get("cpu_arch"),
+        enabled=host.get("enabled", True), up=host.get("up", True),
+        disabled_reason=host.get("disabled_reason"), traits=list(host.get("traits", ())),
+    ).returning(models.ComputeNode.id)).scalar_one()
+    rows = [{"compute_node_id": node_id, "resource_class": rc, "total": inv["total"],
+             "reserved": inv.get("reserved", 0), "min_unit": inv.get("min_unit", 1),
+             "max_unit": inv.get("max_unit", inv["total"]), "step_size": inv.get("step_size", 1),
+             "allocation_ratio": inv.get("allocation_ratio", 1.0), "used": inv.get("used", 0)}
+            for rc, inv in (host.get("inventories") or {}).items()]
+    if rows:
+        connection.execute(insert(models.ResourceInventory), rows)
+
+
+def _pool_row(pool: Mapping[str, Any]) -> dict[str, Any]:
+    """A storage_pools row with Cinder's defaults for what the file leaves out."""
+    return {
+        "service": pool["service"], "name": pool["name"],
+        "availability_zone": pool.get("availability_zone"),
+        "total_capacity_gb": pool["total_capacity_gb"],
+        "free_capacity_gb": pool["free_capacity_gb"],
+        "allocated_capacity_gb": pool.get("allocated_capacity_gb", 0.0),
+        "provisioned_capacity_gb": pool.get("provisioned_capacity_gb", 0.0),
+        "reserved_percentage": pool.get("reserved_percentage", 0),
+        "max_over_subscription_ratio": pool.get("max_over_subscription_ratio", 1.0),
+        "thin_provisioning_support": pool.get("thin_provisioning_support", False),
+        "thick_provisioning_support": pool.get("thick_provisioning_support", True),
+        "capabilities": dict(pool.get("capabilities") or {}),
+    }

@@ -1,0 +1,111 @@
+"""Build a KnowledgeView from the knowledge tables (a handful of queries, no per-host ones)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime
+from types import MappingProxyType
+
+from sqlalchemy import Connection, Engine, select
+from sqlalchemy.orm import Session, selectinload
+
+from cortex.db import models
+from cortex.knowledge.view import (
+    Aggregate,
+    HostState,
+    Inventory,
+    KnowledgeView,
+    NodeState,
+    StoragePoolState,
+)
+
+
+def read_version(bind: Engine | Connection) -> int:
+    """The current knowledge version (0 for a freshly migrated database)."""
+    query = select(models.KnowledgeVersion.version).where(models.KnowledgeVersion.id == 1)
+    if isinstance(bind, Connection):
+        return int(bind.execute(query).scalar() or 0)
+    with bind.connect() as connection:
+        return int(connection.execute(query).scalar() or 0)
+
+
+def load_view(bind: Engine | Connection) -> KnowledgeView:
+    """Read every knowledge table in one transaction and freeze the result.
+
+    ``bind`` may be a Connection inside the caller's transaction (tests).
+    """
+    with Session(bind) as session, session.begin_nested() if isinstance(
+            bind, Connection) else session.begin():
+        version = session.execute(
+            select(models.KnowledgeVersion.version).where(models.KnowledgeVersion.id == 1)
+        ).scalar() or 0
+        aggregates = session.scalars(
+            select(models.Aggregate).options(selectinload(models.Aggregate.hosts))).all()
+        nodes = session.scalars(
+            select(models.ComputeNode).options(selectinload(models.ComputeNode.inventories))
+        ).all()
+        pools = session.scalars(select(models.StoragePool)).all()
+        return KnowledgeView(
+            version=int(version),
+            loaded_at=datetime.now(UTC),
+            hosts=_hosts(nodes, _aggregates_by_host(aggregates)),
+            pools=_pools(pools),
+        )
+
+
+def _aggregates_by_host(rows) -> dict[str, list[Aggregate]]:
+    """``{host: [Aggregate]}`` from aggregate rows with their members loaded."""
+    by_host: dict[str, list[Aggregate]] = defaultdict(list)
+    for row in rows:
+        aggregate = Aggregate(row.uuid, row.name, row.availability_zone,
+                              MappingProxyType(dict(row.metadata_ or {})))
+        for member in row.hosts:
+            by_host[member.host].append(aggregate)
+    return by_host
+
+
+def _node(row: models.ComputeNode) -> NodeState:
+    """NodeState of one compute node row and its inventories."""
+    inventories = {
+        inv.resource_class: Inventory(
+            total=inv.total, reserved=inv.reserved, min_unit=inv.min_unit,
+            max_unit=inv.max_unit, step_size=inv.step_size,
+            allocation_ratio=inv.allocation_ratio, used=inv.used)
+        for inv in row.inventories}
+    return NodeState(row.node, row.uuid, row.hypervisor_type, row.hypervisor_version,
+                     row.cpu_arch, frozenset(row.traits or ()), MappingProxyType(inventories))
+
+
+def _hosts(nodes, aggregates: dict[str, list[Aggregate]]) -> MappingProxyType:
+    """Group node rows by host; a host is enabled/up only if all its nodes' services are."""
+    rows_by_host = defaultdict(list)
+    for row in nodes:
+        rows_by_host[row.host].append(row)
+    hosts = {}
+    for host, rows in rows_by_host.items():
+        node_states = {row.node: _node(row) for row in rows}
+        zone = next((r.availability_zone for r in rows if r.availability_zone), None)
+        if zone is None:
+            zone = next((a.availability_zone for a in aggregates.get(host, ())
+                         if a.availability_zone), None)
+        hosts[host] = HostState(
+            host=host, availability_zone=zone,
+            enabled=all(r.enabled for r in rows), up=all(r.up for r in rows),
+            disabled_reason=next((r.disabled_reason for r in rows if r.disabled_reason), None),
+            aggregates=tuple(aggregates.get(host, ())),
+            nodes=MappingProxyType(node_states),
+            traits=frozenset().union(*(n.traits for n in node_states.values())),
+        )
+    return MappingProxyType(hosts)
+
+
+def _pools(rows) -> MappingProxyType:
+    """``{service: {name: StoragePoolState}}`` from storage pool rows."""
+    by_service: dict[str, dict[str, StoragePoolState]] = defaultdict(dict)
+    for r in rows:
+        by_service[r.service][r.name] = StoragePoolState(
+            r.name, r.availability_zone, r.total_capacity_gb, r.free_capacity_gb,
+            r.allocated_capacity_gb, r.provisioned_capacity_gb, r.reserved_percentage,
+            r.max_over_subscription_ratio, r.thin_provisioning_support,
+            r.thick_provisioning_support, MappingProxyType(dict(r.capabilities or {})))
+    return MappingProxyType({k: MappingProxyType(v) for k, v in by_service.items()})
