@@ -1,0 +1,1 @@
+"""Pipelines: named, configured sequences of filters and weighers, and their engine."""

@@ -1,0 +1,155 @@
+"""Run a pipeline over the caller's candidates: filters, then weighers, then the order.
+
+Combination, compatible with the reference implementation::
+
+    final(host) = tanh(caller_weight) + sum(multiplier * tanh(raw_weight))
+
+With no weighers that ran, the caller's order by weight passes through unchanged.
+Ties break deterministically: higher caller weight first, then the caller's order.
+Hosts the knowledge view does not know follow the unknown-host policy: ``keep``
+appends them after the judged hosts, by caller weight; ``drop`` removes them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from cortex.knowledge.view import KnowledgeView
+from cortex.pipeline.config import Pipeline, Step
+
+LOG = logging.getLogger(__name__)
+
+
+class StepFailed(RuntimeError):
+    """A fail-closed step raised: the request gets 503 so the caller keeps its order."""
+
+    def __init__(self, step: str, error: BaseException) -> None:
+        super().__init__(f"step {step} failed: {type(error).__name__}: {error}")
+        self.step = step
+
+
+@dataclass
+class StepRecord:
+    """What one step did: ``status`` ran|skipped|error; per-host details.
+
+    Filters: ``removed`` maps host -> reason (``shadow`` steps fill it without
+    removing). Weighers: ``raw`` and ``scaled`` (``multiplier * tanh(raw)``) per host.
+    """
+
+    name: str
+    kind: str
+    status: str
+    duration_ms: float = 0.0
+    reason: str | None = None
+    shadow: bool = False
+    multiplier: float | None = None
+    hosts_in: int = 0
+    removed: dict[str, str] = field(default_factory=dict)
+    raw: dict[str, float] = field(default_factory=dict)
+    scaled: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form, empty details left out."""
+        return {k: v for k, v in self.__dict__.items() if v not in ({}, None)}
+
+
+@dataclass
+class PipelineResult:
+    """The answer (``hosts``, best first) and how it came about."""
+
+    pipeline: str
+    hosts: list[str]
+    steps: list[StepRecord]
+    unknown_hosts: list[str]
+    weights: dict[str, float]
+
+
+def run_pipeline(pipeline: Pipeline, request: Any, view: KnowledgeView,
+                 unknown_policy: str = "keep") -> PipelineResult:
+    """Filter and weigh ``request.candidates`` against ``view``; raise StepFailed."""
+    states = view.states_for(request.service)
+    order = {c.host: i for i, c in enumerate(request.candidates)}
+    alive = [(c, states[c.host]) for c in request.candidates if c.host in states]
+    unknown = [c for c in request.candidates if c.host not in states]
+    steps = []
+    for step in pipeline.filters:
+        record, alive = _run_filter(step, request, alive)
+        steps.append(record)
+    final = {c.host: math.tanh(c.weight) for c, _ in alive}
+    for step in pipeline.weighers:
+        steps.append(_run_weigher(step, request, alive, final))
+    alive.sort(key=lambda cs: (-final[cs[0].host], -cs[0].weight, order[cs[0].host]))
+    hosts = [c.host for c, _ in alive]
+    if (pipeline.unknown_hosts or unknown_policy) == "keep":
+        hosts += [c.host for c in sorted(unknown, key=lambda c: (-c.weight, order[c.host]))]
+    return PipelineResult(pipeline.name, hosts, steps, [c.host for c in unknown], final)
+
+
+def _skip_reason(step: Step, request: Any) -> str | None:
+    """Why ``step`` does not run for ``request`` (None: it runs)."""
+    if step.kind == "filter" and request.service == "nova" and request.intent == "rebuild" \
+            and not step.plugin.run_on_rebuild:
+        return "not run on rebuild"
+    if not step.plugin.applies(request):
+        return "not applicable to this request"
+    return None
+
+
+def _run_filter(step: Step, request: Any, alive: list) -> tuple[StepRecord, list]:
+    """Apply one filter; return its record and the hosts still alive."""
+    record = StepRecord(step.name, "filter", "ran", shadow=step.shadow, hosts_in=len(alive))
+    record.reason = _skip_reason(step, request)
+    if record.reason:
+        record.status = "skipped"
+        return record, alive
+    started = time.perf_counter()
+    try:
+        for candidate, state in alive:
+            reason = step.plugin.check(state, request, candidate)
+            if reason is not None:
+                record.removed[candidate.host] = reason
+    except Exception as exc:  # noqa: BLE001 - a plugin bug must not escape as a 500
+        record.duration_ms = (time.perf_counter() - started) * 1000
+        if step.on_error == "fail":
+            raise StepFailed(step.name, exc) from exc
+        LOG.warning("filter %s failed, skipped by policy: %r", step.name, exc)
+        record.status, record.reason, record.removed = "error", repr(exc), {}
+        return record, alive
+    record.duration_ms = (time.perf_counter() - started) * 1000
+    if step.shadow or not record.removed:
+        return record, alive
+    return record, [(c, s) for c, s in alive if c.host not in record.removed]
+
+
+def _run_weigher(step: Step, request: Any, alive: list, final: dict[str, float]) -> StepRecord:
+    """Apply one weigher, adding ``multiplier * tanh(raw)`` into ``final`` (all or nothing)."""
+    record = StepRecord(step.name, "weigher", "ran", multiplier=step.multiplier,
+                        hosts_in=len(alive))
+    record.reason = _skip_reason(step, request)
+    if record.reason:
+        record.status = "skipped"
+        return record
+    started = time.perf_counter()
+    try:
+        for candidate, state in alive:
+            raw = float(step.plugin.weigh(state, request, candidate))
+            if not math.isfinite(raw):
+                raise ValueError(f"weight {raw} for {candidate.host} is not finite")
+            record.raw[candidate.host] = raw
+    except Exception as exc:  # noqa: BLE001 - a plugin bug must not escape as a 500
+        record.duration_ms = (time.perf_counter() - started) * 1000
+        if step.on_error == "fail":
+            raise StepFailed(step.name, exc) from exc
+        LOG.warning("weigher %s failed, skipped by policy: %r", step.name, exc)
+        record.status, record.reason, record.raw = "error", repr(exc), {}
+        return record
+    for host, raw in record.raw.items():
+        scaled = step.multiplier * math.tanh(raw)
+        record.scaled[host] = scaled
+        final[host] += scaled
+    record.duration_ms = (time.perf_counter() - started) * 1000
+    return record

@@ -1,0 +1,1 @@
+"""Filters and weighers: one plugin per module, registered by name."""

@@ -1,0 +1,140 @@
+"""The plugin contract: a filter answers one question per host, a weigher gives a number.
+
+Nova's scheduler contract (``nova/scheduler/filters``, ``nova/scheduler/weights``),
+with one change taken from the Kubernetes scheduler framework: a filter returns the
+reason a host fails instead of a bare boolean, so every removal is explained.
+Plugins see the request and the host's state from the knowledge view; they never
+touch the database.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+
+class OptionsError(ValueError):
+    """A step's options do not fit its plugin's options dataclass; the message says how."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NoOptions:
+    """Options of a plugin that takes none."""
+
+
+class Plugin:
+    """Common part of filters and weighers.
+
+    A registered ``name``, the ``services`` it serves and an ``Options`` dataclass
+    whose validated instance is ``self.options``.
+    """
+
+    name: ClassVar[str] = ""
+    services: ClassVar[tuple[str, ...]] = ("nova",)
+    Options: ClassVar[type] = NoOptions
+
+    def __init__(self, options: Any = None) -> None:
+        self.options = options if options is not None else self.Options()
+
+    def applies(self, request: Any) -> bool:
+        """False to skip this step for ``request`` (recorded as skipped); default True."""
+        return True
+
+
+class Filter(Plugin):
+    """Removes hosts: implement ``check``.
+
+    ``run_on_rebuild`` follows Nova's ``RUN_ON_REBUILD``: most filters do not run
+    when a rebuild re-checks the instance's own host.
+    """
+
+    run_on_rebuild: ClassVar[bool] = False
+
+    def check(self, host: Any, request: Any, candidate: Any) -> str | None:
+        """None when ``host`` passes, else a short reason (one line, no trailing dot).
+
+        ``host`` is the HostState (Nova) or StoragePoolState (Cinder, Manila) from the
+        knowledge view; ``candidate`` is the caller's Candidate (host, nodes, weight).
+        """
+        raise NotImplementedError
+
+
+class Weigher(Plugin):
+    """Orders hosts: implement ``weigh``.
+
+    Higher raw values are better; a negative multiplier in the pipeline inverts the preference.
+    """
+
+    def weigh(self, host: Any, request: Any, candidate: Any) -> float:
+        """The raw weight of ``host`` for ``request`` (any float; tanh-squashed later)."""
+        raise NotImplementedError
+
+
+def build_options(plugin: type[Plugin], raw: Mapping[str, Any] | None) -> Any:
+    """Validate ``raw`` (from pipelines.yaml) against ``plugin.Options``; raise OptionsError.
+
+    Unknown keys and wrong types are errors; missing keys take the dataclass defaults.
+    Types understood: bool, int, float (ints accepted), str, ``X | None``,
+    ``list[T]``/``tuple[T, ...]`` and ``dict[str, T]``.
+    """
+    raw = dict(raw or {})
+    fields = {f.name: f for f in dataclasses.fields(plugin.Options)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise OptionsError(f"{plugin.name}: unknown option(s) {', '.join(unknown)} "
+                           f"(known: {', '.join(fields) or 'none'})")
+    hints = typing.get_type_hints(plugin.Options)
+    values = {}
+    for key, value in raw.items():
+        if not _conforms(value, hints[key]):
+            raise OptionsError(f"{plugin.name}: option {key}={value!r} is not "
+                               f"{_type_name(hints[key])}")
+        values[key] = tuple(value) if typing.get_origin(hints[key]) is tuple else value
+    try:
+        return plugin.Options(**values)
+    except (TypeError, ValueError) as exc:
+        raise OptionsError(f"{plugin.name}: {exc}") from None
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether ``value`` (parsed YAML) has the type ``hint``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin in (list, tuple):
+        item = args[0] if args else Any
+        return isinstance(value, list | tuple) and all(_conforms(v, item) for v in value)
+    if origin is dict:
+        item = args[1] if args else Any
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and _conforms(v, item) for k, v in value.items())
+    if hint is Any:
+        return True
+    return isinstance(value, hint)
+
+
+def _type_name(hint: Any) -> str:
+    """A readable name for a type hint, for error messages."""
+    if typing.get_origin(hint) is None and hasattr(hint, "__name__"):
+        return hint.__name__
+    return str(hint).replace("typing.", "")
+
+
+def describe_options(plugin: type[Plugin]) -> list[tuple[str, str, Any]]:
+    """``[(name, type, default)]`` of a plugin's options, for ``cortex-manage plugins list``."""
+    hints = typing.get_type_hints(plugin.Options)
+    rows = []
+    for f in dataclasses.fields(plugin.Options):
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        rows.append((f.name, _type_name(hints[f.name]), default))
+    return rows

@@ -1,0 +1,51 @@
+"""filter_correct_az: keep hosts and pools in the requested availability zone.
+
+Nova (AvailabilityZoneFilter and the Placement pre-filter ``map_az_to_placement_aggregate``):
+a host is in the AZ of its AZ aggregate, and a host in none is in
+``default_availability_zone`` (Nova's option, ``nova`` by default) — so such hosts
+are handled explicitly, not dropped by accident. Cinder and Manila
+(AvailabilityZoneFilter): the pool's zone must be one of the request's
+``availability_zones``. No zone requested: the filter does not run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cortex.plugins.base import Filter
+from cortex.plugins.registry import register
+
+
+@dataclass(frozen=True)
+class CorrectAzOptions:
+    """``default_availability_zone``: the zone of hosts in no AZ aggregate (Nova's default)."""
+
+    default_availability_zone: str = "nova"
+
+
+@register
+class CorrectAzFilter(Filter):
+    """Remove hosts or pools outside the requested availability zone(s)."""
+
+    name = "filter_correct_az"
+    services = ("nova", "cinder", "manila")
+    Options = CorrectAzOptions
+
+    def applies(self, request) -> bool:
+        """Only when the request names a zone."""
+        return bool(self._zones(request))
+
+    def check(self, host, request, candidate) -> str | None:
+        """Reason when the host's zone is not requested."""
+        zone = host.availability_zone or self.options.default_availability_zone
+        zones = self._zones(request)
+        if zone in zones:
+            return None
+        return f"availability zone {zone} is not the requested {', '.join(zones)}"
+
+    @staticmethod
+    def _zones(request) -> tuple[str, ...]:
+        """The zones the request accepts."""
+        if request.service == "nova":
+            return (request.availability_zone,) if request.availability_zone else ()
+        return request.availability_zones

@@ -1,0 +1,35 @@
+"""filter_has_requested_traits: required traits present, forbidden traits absent.
+
+Placement's trait rules for Nova's request: flavor extra specs
+``trait[N]:NAME=required|forbidden`` and the request level's ``root_required`` /
+``root_forbidden`` (``RequestLevelParams``, e.g. ``!COMPUTE_STATUS_DISABLED``).
+Cortex checks them against the union of the host's provider traits, which is exact
+for single-provider hosts and lenient for nested providers.
+"""
+
+from __future__ import annotations
+
+from cortex.plugins.base import Filter
+from cortex.plugins.registry import register
+
+
+@register
+class HasRequestedTraitsFilter(Filter):
+    """Remove hosts missing a required trait or having a forbidden one."""
+
+    name = "filter_has_requested_traits"
+
+    def applies(self, request) -> bool:
+        """Only when the request names traits."""
+        return bool(request.required_traits or request.forbidden_traits
+                    or request.root_required or request.root_forbidden)
+
+    def check(self, host, request, candidate) -> str | None:
+        """Reason naming the first missing or forbidden trait."""
+        missing = (request.required_traits | request.root_required) - host.traits
+        if missing:
+            return f"missing required trait {sorted(missing)[0]}"
+        present = (request.forbidden_traits | request.root_forbidden) & host.traits
+        if present:
+            return f"has forbidden trait {sorted(present)[0]}"
+        return None

@@ -1,0 +1,71 @@
+"""Name -> plugin class: a decorator for in-tree plugins, entry points for the rest.
+
+In-tree plugins register with ``@register`` when their module is imported
+(:func:`load_in_tree` imports them all). Out-of-tree packages declare classes in
+the entry-point groups ``cortex.filters`` and ``cortex.weighers``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from importlib.metadata import entry_points
+
+from cortex.plugins.base import Filter, Plugin, Weigher
+
+FILTERS: dict[str, type[Filter]] = {}
+WEIGHERS: dict[str, type[Weigher]] = {}
+ENTRY_POINT_GROUPS = {"cortex.filters": FILTERS, "cortex.weighers": WEIGHERS}
+
+
+class PluginError(LookupError):
+    """An unknown plugin name, or a class that is not a Filter/Weigher."""
+
+
+def register(cls: type[Plugin]) -> type[Plugin]:
+    """Class decorator: add ``cls`` under ``cls.name`` to FILTERS or WEIGHERS."""
+    table = FILTERS if issubclass(cls, Filter) else WEIGHERS if issubclass(cls, Weigher) else None
+    if table is None or not cls.name:
+        raise PluginError(f"{cls!r} must be a Filter or Weigher with a name")
+    existing = table.get(cls.name)
+    if existing is not None and existing is not cls:
+        raise PluginError(f"plugin name {cls.name!r} registered twice")
+    table[cls.name] = cls
+    return cls
+
+
+def load_in_tree() -> None:
+    """Import every module of cortex.plugins.filters and cortex.plugins.weighers."""
+    for package in ("cortex.plugins.filters", "cortex.plugins.weighers"):
+        module = importlib.import_module(package)
+        for info in pkgutil.iter_modules(module.__path__):
+            importlib.import_module(f"{package}.{info.name}")
+
+
+def load_entry_points() -> None:
+    """Register the classes of the ``cortex.filters``/``cortex.weighers`` entry points."""
+    for group, table in ENTRY_POINT_GROUPS.items():
+        base = Filter if table is FILTERS else Weigher
+        for ep in entry_points(group=group):
+            cls = ep.load()
+            if not (isinstance(cls, type) and issubclass(cls, base)):
+                raise PluginError(f"entry point {group}:{ep.name} is not a {base.__name__}")
+            if not cls.name:
+                cls.name = ep.name
+            register(cls)
+
+
+def load_all() -> None:
+    """In-tree plugins, then entry points (idempotent)."""
+    load_in_tree()
+    load_entry_points()
+
+
+def lookup(kind: str, name: str) -> type[Plugin]:
+    """The class registered as ``name`` (kind ``filter`` or ``weigher``); PluginError if none."""
+    table = FILTERS if kind == "filter" else WEIGHERS
+    try:
+        return table[name]
+    except KeyError:
+        raise PluginError(f"unknown {kind} {name!r} (known: {', '.join(sorted(table))})"
+                          ) from None

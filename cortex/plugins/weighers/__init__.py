@@ -1,0 +1,1 @@
+"""In-tree weighers, one per module."""
