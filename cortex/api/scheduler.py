@@ -1,0 +1,118 @@
+"""The external scheduler endpoints: parse, validate, choose, run, answer, record."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import current_app, g, jsonify, request
+
+from cortex.api.errors import ApiError
+from cortex.knowledge.cache import KnowledgeUnavailable
+from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
+from cortex.pipeline.engine import PipelineResult, StepFailed, run_pipeline
+from cortex.request import PARSERS, BadRequest
+
+LOG = logging.getLogger(__name__)
+
+
+def _reject_constant(name: str) -> float:
+    """json.loads hook: NaN and Infinity are not JSON."""
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def read_json_body(max_bytes: int) -> Any:
+    """The request's JSON document; ApiError 415/413/400 as the contract says."""
+    if request.mimetype != "application/json" and not request.mimetype.endswith("+json"):
+        raise ApiError(415, f"Content-Type must be application/json, not {request.mimetype!r}")
+    if request.content_length is not None and request.content_length > max_bytes:
+        raise ApiError(413, f"body larger than {max_bytes} bytes")
+    data = request.get_data(cache=False)
+    if len(data) > max_bytes:
+        raise ApiError(413, f"body larger than {max_bytes} bytes")
+    try:
+        return json.loads(data, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ApiError(400, f"body is not JSON: {str(exc)[:200]}") from None
+
+
+def external(service: str):
+    """``POST /scheduler/<service>/external``: ``{"hosts": [...]}`` best first."""
+    cortex = current_app.extensions["cortex"]
+    started = time.perf_counter()
+    record: dict[str, Any] = {"service": service}
+    try:
+        body = read_json_body(cortex.conf.get("api", "max_body_bytes"))
+        errors = cortex.validator.errors(service, body)
+        if errors:
+            raise ApiError(400, "; ".join(errors))
+        try:
+            parsed = PARSERS[service](body)
+        except BadRequest as exc:
+            raise ApiError(400, str(exc)) from None
+        record.update(_request_fields(parsed, body))
+        g.caller_ids = (parsed.request_id, parsed.global_request_id)
+        try:
+            pipeline = choose_pipeline(cortex.pipelines, parsed)
+        except PipelineNotChosen as exc:
+            raise ApiError(400, str(exc), code="cortex.pipeline_not_chosen") from None
+        record["pipeline"] = pipeline.name
+        try:
+            view = cortex.knowledge.view()
+        except KnowledgeUnavailable as exc:
+            raise ApiError(503, f"knowledge unavailable: {exc}") from None
+        try:
+            result = run_pipeline(pipeline, parsed, view,
+                                  cortex.conf.get("scheduler", "unknown_host_policy"))
+        except StepFailed as exc:
+            raise ApiError(503, str(exc), code="cortex.step_failed") from None
+        record.update(_result_fields(result, view.version))
+        _finish(cortex, record, "ok", 200, started)
+        return jsonify(hosts=result.hosts)
+    except ApiError as exc:
+        _finish(cortex, record, "rejected" if exc.status < 500 else "error", exc.status,
+                started, exc.detail)
+        raise
+
+
+def _request_fields(parsed: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """The decision record's inputs."""
+    return {"request_id": parsed.request_id, "global_request_id": parsed.global_request_id,
+            "resource_id": parsed.resource_id, "intent": parsed.intent,
+            "hosts": [c.host for c in parsed.candidates],
+            "weights": {c.host: c.weight for c in parsed.candidates}}
+
+
+def _result_fields(result: PipelineResult, version: int) -> dict[str, Any]:
+    """The decision record's per-step results and output."""
+    return {"steps": [s.as_dict() for s in result.steps], "result": result.hosts,
+            "unknown_hosts": result.unknown_hosts, "final_weights": result.weights,
+            "knowledge_version": version}
+
+
+def _finish(cortex: Any, record: dict[str, Any], outcome: str, status: int,
+            started: float, detail: str | None = None) -> None:
+    """Log the call, count it, and hand its decision record to the writer."""
+    duration = time.perf_counter() - started
+    pipeline = record.get("pipeline") or "none"
+    service = record["service"]
+    cortex.metrics.request_duration.labels(service, pipeline, str(status)).observe(duration)
+    cortex.metrics.requests.labels(service, pipeline, record.get("intent") or "unknown",
+                                   outcome).inc()
+    LOG.info("%s external: status=%d pipeline=%s hosts=%d->%d duration_ms=%.1f%s", service,
+             status, pipeline, len(record.get("hosts", ())), len(record.get("result", ())),
+             duration * 1000, f" detail={detail}" if detail else "")
+    if "hosts" not in record:
+        return  # not even a parsable request: nothing worth recording
+    record.update(status=status, detail=detail, api_request_id=g.get("request_id"))
+    g.decision_id = str(uuid.uuid4())
+    cortex.decisions.submit({
+        "id": g.decision_id, "created_at": datetime.now(UTC), "service": service,
+        "pipeline": record.get("pipeline"), "request_id": record.get("request_id"),
+        "global_request_id": record.get("global_request_id"),
+        "resource_id": record.get("resource_id"), "intent": record.get("intent"),
+        "outcome": outcome, "duration_ms": duration * 1000, "record": record})

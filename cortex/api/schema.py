@@ -1,0 +1,210 @@
+"""The OpenAPI document of the service and validation of request bodies against it."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from importlib import resources
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import WEAK_MATCHES, ValidationError, relevance
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+#: Services with a ``POST /scheduler/<service>/external`` endpoint.
+SERVICES = ("nova", "cinder", "manila")
+
+#: At most this many messages are returned for one body.
+MAX_MESSAGES = 5
+
+# URI under which the document is registered, so that "#/components/schemas/X" resolves.
+_DOCUMENT_URI = "urn:cortex:openapi"
+_RESPONSE_POINTER = "/components/schemas/SchedulerResponse"
+# Envelope keys left out of the paths in messages ("spec.flavor.vcpus", not
+# "spec.nova_object.data.flavor.nova_object.data.vcpus") unless the error is about them.
+_ENVELOPE_DATA_KEYS = frozenset({"nova_object.data", "versioned_object.data"})
+# Keywords whose values are data, not schemas: never look for "$ref" in them.
+_DATA_KEYWORDS = frozenset({"const", "default", "enum", "example", "examples"})
+_MAX_REPR = 80
+_MAX_MESSAGE = 300
+
+
+@functools.cache
+def load_openapi() -> dict:
+    """Return the service's OpenAPI 3.1 document (``cortex/api/openapi.yaml``) as a dict.
+
+    Read from the installed package once per process and cached: callers share the same
+    dict and must not modify it (``copy.deepcopy`` it first if they need to).
+    """
+    text = (resources.files("cortex.api") / "openapi.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+class RequestValidator:
+    """Validates scheduler request bodies (and answers) against the OpenAPI document.
+
+    Built once per application from the document (``RequestValidator(load_openapi())``):
+    one Draft 2020-12 validator per service, taken from the ``application/json`` request
+    schema of ``POST /scheduler/<service>/external``, with ``$ref``s resolved inside the
+    document. Formats are not asserted. A missing path or a dangling schema reference
+    fails here, at construction, not on the first request.
+    """
+
+    def __init__(self, document: dict) -> None:
+        """Prepare one validator per service and one for the answer.
+
+        Raises ``referencing.exceptions.Unresolvable`` when the document lacks a scheduler
+        path or a schema that is referenced.
+        """
+        resource = Resource.from_contents(document, default_specification=DRAFT202012)
+        registry = Registry().with_resource(_DOCUMENT_URI, resource)
+        inlined: dict[str, Any] = {}
+        self._requests = {
+            service: _validator(registry, _request_pointer(service), inlined)
+            for service in SERVICES
+        }
+        self._response = _validator(registry, _RESPONSE_POINTER, inlined)
+
+    def errors(self, service: str, body: object) -> list[str]:
+        """Return why ``body`` is not a valid request for ``service``; ``[]`` if it is.
+
+        ``body`` is the decoded JSON body of ``POST /scheduler/<service>/external``.
+        Messages look like ``"spec.flavor.vcpus: 'abc' is not of type 'integer'"``: the
+        path inside the body (envelope ``*.data`` keys left out), then what is wrong.
+        The most relevant come first (shallowest problem first; inside an ``anyOf`` such as
+        the envelope-or-plain wrappers, the branch that got deepest into the body), at most
+        :data:`MAX_MESSAGES`. Raises ``ValueError`` for a service not in :data:`SERVICES`.
+        """
+        try:
+            validator = self._requests[service]
+        except KeyError:
+            raise ValueError(f"unknown service {service!r}, expected one of {SERVICES}") from None
+        return _messages(validator.iter_errors(body))
+
+    def response_errors(self, body: object) -> list[str]:
+        """Return why ``body`` is not an answer the callers accept; ``[]`` if it is.
+
+        Checks against ``SchedulerResponse``, the callers' own response schema
+        (``{"hosts": [str, ...]}``, nothing else). Same message format as :meth:`errors`.
+        """
+        return _messages(self._response.iter_errors(body))
+
+
+def _request_pointer(service: str) -> str:
+    """JSON pointer to the request body schema of ``POST /scheduler/<service>/external``."""
+    path = f"/scheduler/{service}/external".replace("~", "~0").replace("/", "~1")
+    return f"/paths/{path}/post/requestBody/content/application~1json/schema"
+
+
+def _validator(registry: Registry, pointer: str, inlined: dict[str, Any]) -> Draft202012Validator:
+    """A validator for the schema at ``pointer`` in the registered document.
+
+    The ``$ref``s are resolved through ``registry`` now and inlined (each target once,
+    shared through ``inlined``), which makes validating a body with a thousand hosts about
+    twice as fast; a reference that would recurse is kept, made absolute, and resolved by
+    the same registry at validation time.
+    """
+    lookup = registry.resolver(_DOCUMENT_URI).lookup
+    schema = _inline({"$ref": f"#{pointer}"}, lookup, inlined, ())
+    return Draft202012Validator(schema, registry=registry)
+
+
+def _inline(
+    schema: Any, lookup: Callable[[str], Any], inlined: dict[str, Any], seen: tuple[str, ...]
+) -> Any:
+    """``schema`` with every ``$ref`` replaced by its target (found by ``lookup``).
+
+    ``inlined`` caches the inlined target per absolute reference; ``seen`` holds the
+    references being inlined (a cycle keeps its ``$ref``). A ``$ref`` with sibling keywords
+    becomes ``allOf`` the target, which is what 2020-12 means by it. Raises
+    ``referencing.exceptions.Unresolvable`` for a dangling reference.
+    """
+    if isinstance(schema, list):
+        return [_inline(item, lookup, inlined, seen) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result = {
+        key: value if key in _DATA_KEYWORDS else _inline(value, lookup, inlined, seen)
+        for key, value in schema.items()
+        if key != "$ref"
+    }
+    ref = schema.get("$ref")
+    if not isinstance(ref, str):
+        return result if ref is None else {**result, "$ref": ref}
+    uri = ref if ":" in ref.split("#", 1)[0] else f"{_DOCUMENT_URI}{ref}"
+    if uri in seen:
+        target = {"$ref": uri}
+    elif uri in inlined:
+        target = inlined[uri]
+    else:
+        target = inlined[uri] = _inline(lookup(uri).contents, lookup, inlined, (*seen, uri))
+    if not result:
+        return target
+    return {**result, "allOf": [*result.get("allOf", []), target]}
+
+
+def _messages(errors: Iterable[ValidationError]) -> list[str]:
+    """Short messages for ``errors``, most relevant first, deduplicated, at most five."""
+    messages: list[str] = []
+    for error in sorted(errors, key=_rank):
+        for leaf in _leaves(error):
+            message = _format(leaf)
+            if message not in messages:
+                messages.append(message)
+            if len(messages) >= MAX_MESSAGES:
+                return messages
+    return messages
+
+
+def _rank(error: ValidationError) -> tuple[Any, ...]:
+    """Sort key: shallow problems first, combinators after plain keywords, then by path."""
+    return (len(error.path), error.validator in WEAK_MATCHES, [str(p) for p in error.path])
+
+
+def _leaves(error: ValidationError) -> list[ValidationError]:
+    """The errors worth reporting for ``error``.
+
+    For an ``anyOf``/``oneOf`` failure, "not valid under any of the given schemas" says
+    little: take the branch whose error reaches deepest into the body (for an envelope
+    wrapper, the branch matching the form the caller used), and report that branch's
+    errors instead, recursively. On a tie the earlier branch wins.
+    """
+    if not error.context:
+        return [error]
+    best = min(error.context, key=relevance)  # deepest first; ties keep schema order
+    rest = [e for e in error.context if e is not best and _branch(e) == _branch(best)]
+    leaves = _leaves(best)
+    for other in sorted(rest, key=_rank):
+        leaves.extend(_leaves(other))
+    return leaves
+
+
+def _branch(error: ValidationError) -> object:
+    """Index of the ``anyOf``/``oneOf`` branch an error of its context comes from."""
+    return error.relative_schema_path[0] if error.relative_schema_path else None
+
+
+def _format(error: ValidationError) -> str:
+    """``"<path>: <message>"`` with long instance reprs shortened."""
+    message = error.message
+    instance = repr(error.instance)
+    if len(instance) > _MAX_REPR and message.startswith(instance):
+        message = instance[: _MAX_REPR - 3] + "..." + message[len(instance) :]
+    if len(message) > _MAX_MESSAGE:
+        message = message[: _MAX_MESSAGE - 3] + "..."
+    return f"{_where(list(error.absolute_path))}: {message}"
+
+
+def _where(path: list[str | int]) -> str:
+    """``spec.numa_topology.cells[0].id`` for a path into the body; ``body`` for the root."""
+    text = ""
+    for index, part in enumerate(path):
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part in _ENVELOPE_DATA_KEYS and index < len(path) - 1:
+            continue
+        else:
+            text += f".{part}" if text else str(part)
+    return text or "body"

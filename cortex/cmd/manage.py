@@ -1,0 +1,140 @@
+"""cortex-manage: database, fleet, configuration, plugin and decision-log administration."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+
+from cortex import conf as config
+from cortex.db import migrate
+from cortex.db.engine import make_engine
+from cortex.knowledge.decisions import DecisionStore
+from cortex.knowledge.fleet import FleetError, import_fleet, read_fleet
+from cortex.pipeline.config import PipelineConfigError, load_pipelines
+from cortex.plugins.base import describe_options
+from cortex.plugins.registry import FILTERS, WEIGHERS, load_all
+
+
+def db_upgrade(conf: config.Config, args) -> int:
+    """Upgrade the schema to the newest revision."""
+    engine = make_engine(conf.database_url)
+    migrate.upgrade(engine, args.revision)
+    print(f"database at revision {migrate.current_revision(engine)}")
+    return 0
+
+
+def db_version(conf: config.Config, args) -> int:
+    """Print the database's revision and the newest one shipped."""
+    engine = make_engine(conf.database_url)
+    print(f"current: {migrate.current_revision(engine)}  head: {migrate.head_revision()}")
+    return 0
+
+
+def load_fleet(conf: config.Config, args) -> int:
+    """Replace the knowledge tables with a fleet file, in one transaction."""
+    fleet = read_fleet(args.file)
+    engine = make_engine(conf.database_url)
+    with engine.begin() as connection:
+        counts = import_fleet(connection, fleet)
+    print("loaded " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+    return 0
+
+
+def config_check(conf: config.Config, args) -> int:
+    """Validate the configuration and the pipelines file."""
+    path = conf.get("scheduler", "pipelines_file") or config.shipped_file("pipelines.yaml")
+    pipelines = load_pipelines(path)
+    print(f"configuration OK: {conf.source or 'built-in defaults'}; "
+          f"{len(pipelines.pipelines)} pipelines in {path}")
+    return 0
+
+
+def config_sample(conf: config.Config, args) -> int:
+    """Print the sample configuration file."""
+    sys.stdout.write(config.sample())
+    return 0
+
+
+def plugins_list(conf: config.Config, args) -> int:
+    """Every filter and weigher with its services, options and docstring."""
+    load_all()
+    for kind, table in (("filter", FILTERS), ("weigher", WEIGHERS)):
+        for name in sorted(table):
+            cls = table[name]
+            module_doc = inspect.getdoc(sys.modules[cls.__module__]) or ""
+            print(f"{name} ({kind}; services: {', '.join(cls.services)})")
+            for line in module_doc.splitlines():
+                print(f"    {line}")
+            for option, kind_name, default in describe_options(cls):
+                print(f"    option {option}: {kind_name} = {default!r}")
+            print()
+    return 0
+
+
+def decisions_prune(conf: config.Config, args) -> int:
+    """Delete decisions older than the retention."""
+    days = args.days if args.days is not None else conf.get("scheduler", "decision_retention_days")
+    deleted = DecisionStore(make_engine(conf.database_url)).prune(days)
+    print(f"pruned {deleted} decisions older than {days:g} days")
+    return 0
+
+
+def decisions_list(conf: config.Config, args) -> int:
+    """Print the newest decisions for a resource or request as JSON."""
+    store = DecisionStore(make_engine(conf.database_url))
+    found = store.find(resource_id=args.resource_id, request_id=args.request_id,
+                       limit=args.limit)
+    print(json.dumps(found, indent=2, default=str))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every sub-command."""
+    parser = argparse.ArgumentParser(prog="cortex-manage", description=__doc__)
+    parser.add_argument("--config-file", help="cortex.conf (default: $CORTEX_CONFIG_FILE)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    db = sub.add_parser("db", help="schema migrations").add_subparsers(dest="action",
+                                                                      required=True)
+    up = db.add_parser("upgrade", help="upgrade the schema")
+    up.add_argument("revision", nargs="?", default="head")
+    up.set_defaults(func=db_upgrade)
+    db.add_parser("version", help="current and newest revision").set_defaults(func=db_version)
+    fleet = sub.add_parser("load-fleet", help="import a fleet file (YAML/JSON)")
+    fleet.add_argument("file")
+    fleet.set_defaults(func=load_fleet)
+    cfg = sub.add_parser("config", help="configuration").add_subparsers(dest="action",
+                                                                       required=True)
+    cfg.add_parser("check", help="validate configuration and pipelines").set_defaults(
+        func=config_check)
+    cfg.add_parser("sample", help="print cortex.conf.sample").set_defaults(func=config_sample)
+    plugins = sub.add_parser("plugins", help="plugins").add_subparsers(dest="action",
+                                                                      required=True)
+    plugins.add_parser("list", help="filters and weighers").set_defaults(func=plugins_list)
+    decisions = sub.add_parser("decisions", help="decision log").add_subparsers(
+        dest="action", required=True)
+    prune = decisions.add_parser("prune", help="delete old decisions")
+    prune.add_argument("--days", type=float, help="default: [scheduler] decision_retention_days")
+    prune.set_defaults(func=decisions_prune)
+    listing = decisions.add_parser("list", help="newest decisions as JSON")
+    listing.add_argument("--resource-id")
+    listing.add_argument("--request-id")
+    listing.add_argument("--limit", type=int, default=10)
+    listing.set_defaults(func=decisions_list)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one sub-command; configuration and input errors exit 2 with one line."""
+    args = build_parser().parse_args(argv)
+    try:
+        conf = config.load(args.config_file)
+        return args.func(conf, args)
+    except (config.ConfigError, FleetError, PipelineConfigError) as exc:
+        print(f"cortex-manage: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

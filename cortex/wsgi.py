@@ -1,0 +1,28 @@
+"""WSGI entry point: ``gunicorn 'cortex.wsgi:application'``.
+
+The app is built on first access of ``application`` (PEP 562), not at import, from
+``$CORTEX_CONFIG_FILE`` and the environment.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+
+@cache
+def _build():
+    """Load the configuration, set up logging and build the app once per process."""
+    from cortex import conf
+    from cortex.api.app import create_app
+    from cortex.log import setup_logging
+
+    config = conf.load()
+    setup_logging(config)
+    return create_app(config)
+
+
+def __getattr__(name: str):
+    """Module attribute ``application``, built lazily."""
+    if name == "application":
+        return _build()
+    raise AttributeError(name)
