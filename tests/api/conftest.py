@@ -1,0 +1,24 @@
+"""An app on the session's database (demo fleet loaded) and a test client."""
+
+import pytest
+
+from cortex import conf
+from cortex.api.app import create_app
+
+
+def make_conf(**overrides):
+    """Built-in defaults plus ``{"section.option": value}`` overrides; no file, no env."""
+    return conf.load(environ={}, overrides=overrides)
+
+
+@pytest.fixture
+def app(engine, database_url):
+    app = create_app(make_conf(**{"database.connection": database_url,
+                                  "database.knowledge_check_interval": 0.0}), engine=engine)
+    yield app
+    app.extensions["cortex"].decisions.close()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()

@@ -1,0 +1,114 @@
+"""Test fixtures: a real PostgreSQL database per test session, migrated once with Alembic.
+
+The database comes from ``$CORTEX_TEST_DATABASE_URL`` or the local server at
+``postgresql+psycopg://postgres@127.0.0.1:5432``; each session creates its own
+``cortex_test_<pid>`` database and drops it at the end. Without a reachable server:
+under ``CI=true`` the run fails; elsewhere it falls back to SQLite and says so loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+
+from cortex.db import migrate
+from cortex.db.engine import make_engine
+from cortex.knowledge.fleet import import_fleet, read_fleet
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).resolve().parents[1]
+DEMO_FLEET = REPO / "etc" / "cortex" / "demo-fleet.yaml"
+DEFAULT_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+def bodies(service: str) -> list[Path]:
+    """The bundled request bodies of one service."""
+    return sorted((FIXTURES / service).glob("*.json"))
+
+
+def load_body(path: Path) -> dict:
+    """One bundled body as a dict."""
+    return json.loads(path.read_text())
+
+
+def _create_postgres_database(purpose: str = "test") -> str | None:
+    """Create ``cortex_<purpose>_<pid>`` on the server; its URL, or None if none answers."""
+    server = make_url(os.environ.get("CORTEX_TEST_DATABASE_URL", DEFAULT_SERVER))
+    name = f"cortex_{purpose}_{os.getpid()}"
+    try:
+        admin = make_engine(server.set(database="postgres").render_as_string(False),
+                            isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+    except OperationalError as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.exit(f"CI=true and PostgreSQL is unreachable at {server}: {exc}", 3)
+        return None
+    return server.set(database=name).render_as_string(False)
+
+
+def _drop_postgres_database(url: str) -> None:
+    """Drop the session's database (connections of the app engines are gone by then)."""
+    parsed = make_url(url)
+    admin = make_engine(parsed.set(database="postgres").render_as_string(False),
+                        isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{parsed.database}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def database_url(tmp_path_factory) -> str:
+    """URL of a freshly created, migrated database for this test session."""
+    url = _create_postgres_database()
+    if url is None:
+        banner = "PostgreSQL NOT REACHABLE: falling back to SQLite; database tests are weaker"
+        warnings.warn(banner, stacklevel=1)
+        print(f"\n{'!' * 78}\n{banner}\n{'!' * 78}")
+        url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'cortex.sqlite'}"
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    yield url
+    if url.startswith("postgresql"):
+        _drop_postgres_database(url)
+
+
+@pytest.fixture
+def empty_database_url(database_url, tmp_path):
+    """URL of another, empty (never migrated) database, dropped after the test."""
+    if not database_url.startswith("postgresql"):
+        yield f"sqlite:///{tmp_path / 'empty.sqlite'}"
+        return
+    url = _create_postgres_database("scratch")
+    yield url
+    _drop_postgres_database(url)
+
+
+@pytest.fixture(scope="session")
+def engine(database_url):
+    """The session's engine, with the demo fleet committed (read-only for tests)."""
+    engine = make_engine(database_url)
+    with engine.begin() as connection:
+        import_fleet(connection, read_fleet(DEMO_FLEET))
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def db(engine):
+    """A connection inside a transaction rolled back after the test (per-test isolation)."""
+    connection = engine.connect()
+    transaction = connection.begin()
+    yield connection
+    transaction.rollback()
+    connection.close()

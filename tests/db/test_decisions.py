@@ -1,0 +1,72 @@
+"""The decision log: background writer, queries, retention, drops when full."""
+
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete
+
+from cortex.db.models import Decision
+from cortex.knowledge.decisions import DecisionStore, DecisionWriter
+
+
+def record(resource_id="inst-1", created_at=None, request_id="req-1"):
+    return {"id": str(uuid.uuid4()), "created_at": created_at or datetime.now(UTC),
+            "service": "nova", "pipeline": "p", "request_id": request_id,
+            "global_request_id": None, "resource_id": resource_id, "intent": "create",
+            "outcome": "ok", "duration_ms": 1.5,
+            "record": {"hosts": ["a", "b"], "result": ["b", "a"], "steps": []}}
+
+
+def test_writer_writes_and_store_finds(engine):
+    resource = f"inst-{uuid.uuid4()}"
+    writer = DecisionWriter(engine, maxsize=100)
+    first, second = record(resource), record(resource)
+    assert writer.submit(first) and writer.submit(second)
+    writer.flush()
+    store = DecisionStore(engine)
+    found = store.find(resource_id=resource)
+    assert {d["id"] for d in found} == {first["id"], second["id"]}
+    one = store.get(first["id"])
+    assert one["result"] == ["b", "a"] and one["resource_id"] == resource
+    assert store.get("no-such-id") is None
+    writer.close()
+    assert writer.written == 2 and writer.dropped == 0
+
+
+def test_full_queue_drops_without_blocking(engine):
+    drops = []
+    writer = DecisionWriter(engine, maxsize=1, on_drop=lambda: drops.append(1))
+    release, busy = threading.Event(), threading.Event()
+    writer._write = lambda batch: (busy.set(), release.wait(5))  # a database stuck writing
+    assert writer.submit(record())
+    assert busy.wait(5)                       # the thread holds that one and is blocked
+    assert writer.submit(record())            # fills the single slot
+    assert [writer.submit(record()) for _ in range(3)] == [False, False, False]
+    assert len(drops) == 3 and writer.dropped == 3 and writer.depth == 1
+    release.set()
+    writer.close()
+
+
+def test_prune_deletes_only_old_decisions(engine):
+    resource = f"inst-{uuid.uuid4()}"
+    writer = DecisionWriter(engine)
+    old = record(resource, created_at=datetime.now(UTC) - timedelta(days=40))
+    new = record(resource)
+    writer.submit(old)
+    writer.submit(new)
+    writer.close()
+    store = DecisionStore(engine)
+    assert store.prune(30) >= 1
+    assert [d["id"] for d in store.find(resource_id=resource)] == [new["id"]]
+    with engine.begin() as connection:
+        connection.execute(delete(Decision).where(Decision.resource_id == resource))
+
+
+def test_write_failure_is_counted_not_raised(engine):
+    writer = DecisionWriter(engine)
+    broken = record()
+    broken["outcome"] = None  # NOT NULL column: the insert fails
+    writer.submit(broken)
+    writer.close()
+    assert writer.dropped == 1 and writer.written == 0

@@ -1,0 +1,90 @@
+"""Table-friendly builders of knowledge views and requests for plugin and pipeline tests."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from types import MappingProxyType
+
+from cortex.knowledge.view import (
+    Aggregate,
+    HostState,
+    Inventory,
+    KnowledgeView,
+    NodeState,
+    StoragePoolState,
+)
+from cortex.request import CinderRequest, ManilaRequest, NovaRequest
+from tests.conftest import FIXTURES, load_body
+
+
+def inventory(total, used=0, reserved=0, ratio=1.0, max_unit=None, min_unit=1, step=1):
+    """An Inventory with Placement defaults (max_unit = total)."""
+    return Inventory(total=total, reserved=reserved, min_unit=min_unit,
+                     max_unit=total if max_unit is None else max_unit, step_size=step,
+                     allocation_ratio=ratio, used=used)
+
+
+def host(name, az="az-1", enabled=True, up=True, traits=(), inventories=None, nodes=None,
+         aggregates=(), disabled_reason=None):
+    """A HostState with one node named ``<name>.cloud.example`` unless ``nodes`` given."""
+    inventories = inventories if inventories is not None else {
+        "VCPU": inventory(64, ratio=4.0), "MEMORY_MB": inventory(262144),
+        "DISK_GB": inventory(2000)}
+    nodes = nodes or {f"{name}.cloud.example": inventories}
+    node_states = {n: NodeState(n, f"uuid-{n}", "QEMU", 8002000, "x86_64", frozenset(traits),
+                                MappingProxyType(inv)) for n, inv in nodes.items()}
+    return HostState(name, az, enabled, up, disabled_reason, tuple(aggregates),
+                     MappingProxyType(node_states), frozenset(traits))
+
+
+def aggregate(uuid, name="agg", az=None, **metadata):
+    """An Aggregate."""
+    return Aggregate(uuid, name, az, MappingProxyType(metadata))
+
+
+def pool(name, az="eu-de-1a", total=1000.0, free=500.0, provisioned=0.0, reserved=0.0,
+         ratio=1.0, thin=False, thick=True):
+    """A StoragePoolState."""
+    return StoragePoolState(name, az, total, free, total - free, provisioned, reserved, ratio,
+                            thin, thick, MappingProxyType({}))
+
+
+def view(*hosts, pools=(), service="cinder", version=1):
+    """A KnowledgeView of the given hosts and (one service's) pools."""
+    pools_by_service = {service: MappingProxyType({p.name: p for p in pools})} if pools else {}
+    return KnowledgeView(version, datetime.now(UTC), MappingProxyType({h.host: h for h in hosts}),
+                         MappingProxyType(pools_by_service))
+
+
+def nova_body(fixture="cpu-general-purpose", hosts=None, weights=None, flavor=None,
+              spec=None, **top):
+    """A bundled Nova body with the candidate hosts, flavor fields or spec fields replaced."""
+    body = copy.deepcopy(load_body(FIXTURES / "nova" / f"{fixture}.json"))
+    if hosts is not None:
+        body["hosts"] = [{"host": h, "hypervisor_hostname": f"{h}.cloud.example"} for h in hosts]
+        body["weights"] = weights or {h: 0.0 for h in hosts}
+    elif weights is not None:
+        body["weights"] = weights
+    data = body["spec"]["nova_object.data"]
+    data["flavor"]["nova_object.data"].update(flavor or {})
+    data.update(spec or {})
+    body.update(top)
+    return body
+
+
+def nova(fixture="cpu-general-purpose", **kwargs) -> NovaRequest:
+    """A parsed NovaRequest, see nova_body for the arguments."""
+    return NovaRequest.from_body(nova_body(fixture, **kwargs))
+
+
+def storage(service, fixture, hosts=None, **props) -> CinderRequest | ManilaRequest:
+    """A parsed Cinder/Manila request from a bundled body, hosts and properties replaced."""
+    body = copy.deepcopy(load_body(FIXTURES / service / f"{fixture}.json"))
+    if hosts is not None:
+        body["hosts"] = [{"host": h} for h in hosts]
+        body["weights"] = {h: 0.0 for h in hosts}
+    key = "volume_properties" if service == "cinder" else "share_properties"
+    body["spec"].setdefault(key, {}).update(props)
+    parser = CinderRequest if service == "cinder" else ManilaRequest
+    return parser.from_body(body)
