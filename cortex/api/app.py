@@ -139,7 +139,8 @@ def create_app(conf: Config, engine: Engine | None = None,
         conf.get("scheduler", "pipelines_file") or shipped_file("pipelines.yaml"))
     app_metrics = ApiMetrics()
     writer = DecisionWriter(engine, conf.get("scheduler", "decision_queue_size"),
-                            on_drop=app_metrics.decisions_dropped.inc)
+                            on_drop=app_metrics.decisions_dropped.inc,
+                            retention_days=conf.get("scheduler", "decision_retention_days"))
     atexit.register(writer.close)
     app.extensions["cortex"] = Services(
         conf=conf, engine=engine,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,13 +24,18 @@ class DecisionWriter:
 
     ``submit(record)`` never blocks: when ``maxsize`` records are already waiting the
     record is dropped and ``on_drop()`` is called (a metric). ``close()`` flushes what
-    is queued (graceful shutdown). Records are dicts with the Decision columns plus
-    ``record`` (the full JSON document).
+    is queued (graceful shutdown). With ``retention_days``, decisions older than that
+    are deleted at most every ``prune_every`` seconds, after a write. Records are
+    dicts with the Decision columns plus ``record`` (the full JSON document).
     """
 
     def __init__(self, engine: Engine, maxsize: int = 10000, batch: int = 200,
-                 on_drop: Callable[[], None] = lambda: None) -> None:
+                 on_drop: Callable[[], None] = lambda: None,
+                 retention_days: float | None = None, prune_every: float = 3600.0) -> None:
         self._engine = engine
+        self._retention_days = retention_days
+        self._prune_every = prune_every
+        self._pruned_at = float("-inf")
         self._queue: queue.Queue = queue.Queue(maxsize=maxsize)
         self._batch = batch
         self._on_drop = on_drop
@@ -81,10 +87,23 @@ class DecisionWriter:
                     break
                 item = self._queue.get()
             self._write(batch)
+            self._prune_if_due()
             for marker in markers:
                 marker.set()
             if stop:
                 return
+
+    def _prune_if_due(self) -> None:
+        """Apply the retention when it is due; errors are logged, never raised."""
+        if self._retention_days is None or time.monotonic() - self._pruned_at < self._prune_every:
+            return
+        self._pruned_at = time.monotonic()
+        try:
+            deleted = DecisionStore(self._engine).prune(self._retention_days)
+            if deleted:
+                LOG.info("pruned %d decisions older than %g days", deleted, self._retention_days)
+        except SQLAlchemyError as exc:
+            LOG.error("could not prune decisions: %s", type(exc).__name__)
 
     def _write(self, batch: list) -> None:
         """Insert ``batch``; a database error loses the batch, logged, never raised."""

@@ -70,3 +70,16 @@ def test_write_failure_is_counted_not_raised(engine):
     writer.submit(broken)
     writer.close()
     assert writer.dropped == 1 and writer.written == 0
+
+
+def test_writer_applies_retention_after_writes(engine):
+    resource = f"inst-{uuid.uuid4()}"
+    old = record(resource, created_at=datetime.now(UTC) - timedelta(days=10))
+    setup = DecisionWriter(engine)
+    setup.submit(old)
+    setup.close()
+    writer = DecisionWriter(engine, retention_days=5)
+    new = record(resource)
+    writer.submit(new)
+    writer.close()
+    assert [d["id"] for d in DecisionStore(engine).find(resource_id=resource)] == [new["id"]]

@@ -247,3 +247,40 @@ def test_registry_has_in_tree_plugins():
     build_pipelines({"defaults": {"nova": "p"}, "pipelines": {"p": {"service": "nova"}}})
     assert {"filter_status", "filter_has_enough_capacity", "filter_capacity"} <= set(FILTERS)
     assert {"weigher_binpack", "weigher_pool_free_capacity"} <= set(WEIGHERS)
+
+
+def test_entry_point_plugins_are_registered(monkeypatch):
+    from cortex.plugins import registry
+
+    class FakeEntryPoint:
+        name = "weigher_from_outside"
+
+        def load(self):
+            class Outside(Weigher):
+                """Out-of-tree weigher."""
+
+                def weigh(self, host, request, candidate):
+                    return 1.0
+
+            return Outside
+
+    monkeypatch.setattr(registry, "entry_points",
+                        lambda group: [FakeEntryPoint()] if group == "cortex.weighers" else [])
+    monkeypatch.delitem(WEIGHERS, "weigher_from_outside", raising=False)
+    registry.load_entry_points()
+    assert WEIGHERS.pop("weigher_from_outside").name == "weigher_from_outside"
+
+
+def test_entry_point_that_is_not_a_plugin_is_refused(monkeypatch):
+    from cortex.plugins import registry
+
+    class Bad:
+        name = "bad"
+
+        def load(self):
+            return object
+
+    monkeypatch.setattr(registry, "entry_points",
+                        lambda group: [Bad()] if group == "cortex.filters" else [])
+    with pytest.raises(registry.PluginError, match="is not a Filter"):
+        registry.load_entry_points()

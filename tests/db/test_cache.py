@@ -1,0 +1,74 @@
+"""The per-worker knowledge cache: version checks, rebuilds, the last good view on errors."""
+
+import pytest
+from sqlalchemy.exc import OperationalError
+
+from cortex.knowledge import cache as cache_module
+from cortex.knowledge.cache import KnowledgeCache, KnowledgeUnavailable
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def counted(monkeypatch, db):
+    """Count version reads and full loads; both run on the test's connection."""
+    calls = {"version": 0, "load": 0, "version_value": None, "fail": False}
+    real_read, real_load = cache_module.read_version, cache_module.load_view
+
+    def read_version(_engine):
+        if calls["fail"]:
+            raise OperationalError("SELECT", {}, Exception("down"))
+        calls["version"] += 1
+        return calls["version_value"] if calls["version_value"] is not None else real_read(db)
+
+    def load_view(_engine):
+        if calls["fail"]:
+            raise OperationalError("SELECT", {}, Exception("down"))
+        calls["load"] += 1
+        return real_load(db)
+
+    monkeypatch.setattr(cache_module, "read_version", read_version)
+    monkeypatch.setattr(cache_module, "load_view", load_view)
+    return calls
+
+
+def test_view_is_reused_until_the_version_moves(counted):
+    clock = Clock()
+    cache = KnowledgeCache(engine=None, interval=1.0, clock=clock)
+    first = cache.view()
+    assert counted["load"] == 1
+    clock.now = 0.5
+    assert cache.view() is first and counted["version"] == 0  # within the interval: no query
+    clock.now = 1.5
+    assert cache.view() is first and counted["version"] == 1 and counted["load"] == 1
+    counted["version_value"] = first.version + 1
+    clock.now = 3.0
+    cache.view()
+    assert counted["load"] == 2
+
+
+def test_last_good_view_survives_a_database_failure(counted):
+    clock = Clock()
+    cache = KnowledgeCache(engine=None, interval=1.0, clock=clock)
+    first = cache.view()
+    counted["fail"] = True
+    clock.now = 5.0
+    assert cache.view() is first
+    assert "database unreachable" in cache.last_error
+    counted["fail"] = False
+    clock.now = 10.0
+    cache.view()
+    assert cache.last_error is None
+
+
+def test_no_view_at_all_raises(counted):
+    counted["fail"] = True
+    cache = KnowledgeCache(engine=None, interval=1.0, clock=Clock())
+    with pytest.raises(KnowledgeUnavailable, match="database unreachable"):
+        cache.view()
