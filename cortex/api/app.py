@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import uuid
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -27,6 +26,7 @@ from cortex.api.scheduler import external
 from cortex.api.schema import RequestValidator, load_openapi
 from cortex.conf import Config, shipped_file
 from cortex.db.engine import make_engine
+from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeCache
 from cortex.knowledge.decisions import DecisionStore, DecisionWriter
 from cortex.pipeline.config import PipelineSet, load_pipelines
@@ -160,7 +160,7 @@ def create_app(conf: Config, engine: Engine | None = None,
 
 def _start_request() -> None:
     """Give every request our own ``req-<uuid>`` id."""
-    g.request_id = f"req-{uuid.uuid4()}"
+    g.request_id = f"req-{new_uuid()}"
 
 
 def _finish_request(response: Response) -> Response:

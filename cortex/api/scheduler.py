@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from flask import current_app, g, jsonify, request
 
 from cortex.api.errors import ApiError
+from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeUnavailable
 from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
 from cortex.pipeline.engine import PipelineResult, StepFailed, run_pipeline
@@ -109,7 +109,7 @@ def _finish(cortex: Any, record: dict[str, Any], outcome: str, status: int,
     if "hosts" not in record:
         return  # not even a parsable request: nothing worth recording
     record.update(status=status, detail=detail, api_request_id=g.get("request_id"))
-    g.decision_id = str(uuid.uuid4())
+    g.decision_id = new_uuid()
     cortex.decisions.submit({
         "id": g.decision_id, "created_at": datetime.now(UTC), "service": service,
         "pipeline": record.get("pipeline"), "request_id": record.get("request_id"),

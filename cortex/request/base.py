@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 ENVELOPE_DATA_KEYS = ("nova_object.data", "versioned_object.data")
 EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -46,12 +45,13 @@ def strings(value: Any) -> tuple[str, ...]:
     return (str(value),)
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
     """One host the caller offers.
 
     ``host`` is ranked and answered; ``nodes`` are the ``hypervisor_hostname`` values
-    the caller named for it (may be empty); ``weight`` is the caller's weight.
+    the caller named for it (may be empty); ``weight`` is the caller's weight. A
+    NamedTuple, not a frozen dataclass: a request builds one per host (1,000s) and a
+    tuple is several times cheaper to make.
     """
 
     host: str

@@ -585,3 +585,35 @@ def test_response_validator_accepts(validator, body):
 def test_response_validator_rejects(validator, body, expected):
     errors = validator.response_errors(body)
     assert errors and errors[0].startswith(expected), errors
+
+
+# The compiled fast path (fastjsonschema, draft-07) must agree with jsonschema (2020-12)
+# on every body the tests know: a body one accepts and the other rejects would be a
+# wrong type let through or a valid body answered 400.
+def _verdicts(validator, service, body):
+    import fastjsonschema
+
+    try:
+        validator._fast[service](body)
+        fast_ok = True
+    except fastjsonschema.JsonSchemaException:
+        fast_ok = False
+    slow_ok = not list(validator._requests[service].iter_errors(body))
+    return fast_ok, slow_ok
+
+
+@pytest.mark.parametrize(
+    ("service", "name", "mutate"),
+    [pytest.param(c[1], c[2], c[3], id=c[0]) for c in REJECTED + TOLERATED],
+)
+def test_fast_path_agrees_with_jsonschema(validator, service, name, mutate):
+    body = fixture_body(service, name)
+    mutate(body)
+    fast_ok, slow_ok = _verdicts(validator, service, body)
+    assert fast_ok == slow_ok
+
+
+@pytest.mark.parametrize(("service", "path"), FIXTURE_FILES)
+def test_fast_path_accepts_every_fixture(validator, service, path):
+    body = json.loads(path.read_text())
+    assert _verdicts(validator, service, body) == (True, True)
