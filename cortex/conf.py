@@ -55,6 +55,16 @@ OPTIONS: tuple[Option, ...] = (
     Option("database", "knowledge_check_interval", float, 1.0,
            "Seconds between checks of the knowledge version; the in-memory view is "
            "rebuilt only when the version changed."),
+    Option("database", "max_knowledge_age", float, 300.0,
+           "Seconds the API keeps answering from its last knowledge view while the "
+           "database cannot be read; older than this, the external endpoints answer 503 "
+           "(the callers keep their own order). 0: no limit."),
+    Option("database", "connect_timeout", int, 2,
+           "Seconds to wait for a PostgreSQL connection, kept well under the callers' "
+           "5-10 s timeouts."),
+    Option("scheduler", "request_time_budget", float, 2.0,
+           "Seconds one external call may spend in the pipeline; past it the call "
+           "answers 503 so the caller keeps its own order. 0: no budget."),
     Option("scheduler", "pipelines_file", str, "",
            "Pipeline definitions (YAML). Empty: the pipelines.yaml shipped with Cortex."),
     Option("scheduler", "unknown_host_policy", str, "keep",

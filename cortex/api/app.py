@@ -27,7 +27,7 @@ from cortex.api.schema import RequestValidator, load_openapi
 from cortex.conf import Config, shipped_file
 from cortex.db.engine import make_engine
 from cortex.ids import new_uuid
-from cortex.knowledge.cache import KnowledgeCache
+from cortex.knowledge.cache import KnowledgeCache, KnowledgeUnavailable
 from cortex.knowledge.decisions import DecisionStore, DecisionWriter
 from cortex.pipeline.config import PipelineSet, load_pipelines
 
@@ -59,7 +59,8 @@ def version_document():
 def healthcheck():
     """``GET /healthcheck``: 200 ``OK``, ``HEAD`` 204; 503 with the reason.
 
-    503 when the database does not answer a ``SELECT 1``.
+    503 when the database does not answer a ``SELECT 1``, or when the knowledge view
+    is unusable (too old by ``[database] max_knowledge_age``, or never loaded).
     """
     services = current_app.extensions["cortex"]
     try:
@@ -68,6 +69,10 @@ def healthcheck():
     except SQLAlchemyError as exc:
         return Response(f"database unreachable: {type(exc).__name__}", 503,
                         mimetype="text/plain")
+    try:
+        services.knowledge.view()
+    except KnowledgeUnavailable as exc:
+        return Response(f"knowledge unavailable: {exc}", 503, mimetype="text/plain")
     if request.method == "HEAD":
         return Response(status=204)
     return Response("OK", 200, mimetype="text/plain")
@@ -134,7 +139,8 @@ def create_app(conf: Config, engine: Engine | None = None,
     app = Flask("cortex")
     app.config["MAX_CONTENT_LENGTH"] = conf.get("api", "max_body_bytes")
     app.json.sort_keys = False
-    engine = engine or make_engine(conf.database_url)
+    engine = engine or make_engine(conf.database_url,
+                                   connect_timeout=conf.get("database", "connect_timeout"))
     pipelines = pipelines or load_pipelines(
         conf.get("scheduler", "pipelines_file") or shipped_file("pipelines.yaml"))
     app_metrics = ApiMetrics()
@@ -144,7 +150,8 @@ def create_app(conf: Config, engine: Engine | None = None,
     atexit.register(writer.close)
     app.extensions["cortex"] = Services(
         conf=conf, engine=engine,
-        knowledge=KnowledgeCache(engine, conf.get("database", "knowledge_check_interval")),
+        knowledge=KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
+                                 conf.get("database", "max_knowledge_age")),
         pipelines=pipelines, validator=RequestValidator(load_openapi()), decisions=writer,
         decision_store=DecisionStore(engine), metrics=app_metrics)
     for path, handlers in ROUTES.items():

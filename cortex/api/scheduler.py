@@ -25,6 +25,16 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json.loads hook: an object with a repeated key is ambiguous, so it is refused."""
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        repeated = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"duplicate key {repeated!r}")
+    return result
+
+
 def read_json_body(max_bytes: int) -> Any:
     """The request's JSON document; ApiError 415/413/400 as the contract says."""
     if request.mimetype != "application/json" and not request.mimetype.endswith("+json"):
@@ -35,7 +45,7 @@ def read_json_body(max_bytes: int) -> Any:
     if len(data) > max_bytes:
         raise ApiError(413, f"body larger than {max_bytes} bytes")
     try:
-        return json.loads(data, parse_constant=_reject_constant)
+        return json.loads(data, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError) as exc:
         raise ApiError(400, f"body is not JSON: {str(exc)[:200]}") from None
 
@@ -66,8 +76,10 @@ def external(service: str):
         except KnowledgeUnavailable as exc:
             raise ApiError(503, f"knowledge unavailable: {exc}") from None
         try:
+            budget = cortex.conf.get("scheduler", "request_time_budget")
             result = run_pipeline(pipeline, parsed, view,
-                                  cortex.conf.get("scheduler", "unknown_host_policy"))
+                                  cortex.conf.get("scheduler", "unknown_host_policy"),
+                                  deadline=started + budget if budget else None)
         except StepFailed as exc:
             raise ApiError(503, str(exc), code="cortex.step_failed") from None
         record.update(_result_fields(result, view.version))

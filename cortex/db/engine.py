@@ -9,7 +9,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 
-def make_engine(url: str, **kwargs) -> Engine:
+def make_engine(url: str, connect_timeout: int = 3, **kwargs) -> Engine:
     """A SQLAlchemy engine for ``url`` (``postgresql+psycopg://…`` or ``sqlite:///path``).
 
     SQLite: creates the parent directory of the file and turns on foreign keys and
@@ -24,7 +24,7 @@ def make_engine(url: str, **kwargs) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
-    kwargs.setdefault("connect_args", {"connect_timeout": 3})
+    kwargs.setdefault("connect_args", {"connect_timeout": connect_timeout})
     return create_engine(url, **kwargs)
 
 

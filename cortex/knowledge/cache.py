@@ -14,52 +14,83 @@ from cortex.knowledge.loader import load_view, read_version
 from cortex.knowledge.view import KnowledgeView
 
 LOG = logging.getLogger(__name__)
+MAX_BACKOFF = 30.0
 
 
 class KnowledgeUnavailable(RuntimeError):
-    """No knowledge view could be loaded; the message says why (answered with 503)."""
+    """No usable knowledge view; the message says why (answered with 503)."""
 
 
 class KnowledgeCache:
     """Holds the current KnowledgeView; checks the version at most every ``interval`` s.
 
     ``view()`` is cheap on the hot path: a clock read, and at most once per interval
-    one ``SELECT version``; the full reload runs only when the version changed. When
-    the database fails, the last good view keeps serving and ``last_error`` says why;
-    with no view at all, ``view()`` raises KnowledgeUnavailable.
+    one ``SELECT version``; the full reload runs only when the version changed, and
+    only one thread refreshes at a time (the others keep serving the current view).
+    When the database fails, the last good view keeps serving and ``last_error`` says
+    why; checks then back off exponentially (up to 30 s) so requests do not each wait
+    for a dead server. Once the last successful check is older than ``max_age``
+    seconds (0: never), or when there is no view at all, ``view()`` raises
+    KnowledgeUnavailable. Recovery needs nothing: the next successful check clears it.
     """
 
-    def __init__(self, engine: Engine, interval: float = 1.0,
+    def __init__(self, engine: Engine, interval: float = 1.0, max_age: float = 0.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._engine = engine
         self._interval = interval
+        self._max_age = max_age
         self._clock = clock
         self._lock = threading.Lock()
         self._view: KnowledgeView | None = None
-        self._checked_at = float("-inf")
+        self._next_check = float("-inf")
+        self._failures = 0
+        self.checked_at: float | None = None
         self.last_error: str | None = None
 
     def view(self) -> KnowledgeView:
-        """The current view, refreshed if due; raises KnowledgeUnavailable if there is none."""
-        if self._clock() - self._checked_at >= self._interval:
+        """The current view, refreshed if due; KnowledgeUnavailable if none is usable."""
+        if self._clock() >= self._next_check:
             self.refresh()
-        if self._view is None:
-            raise KnowledgeUnavailable(self.last_error or "knowledge not loaded")
+        problem = self.problem()
+        if problem:
+            raise KnowledgeUnavailable(problem)
         return self._view
+
+    def problem(self) -> str | None:
+        """Why no view can be served now (None: the view is usable)."""
+        if self._view is None:
+            return self.last_error or "knowledge not loaded"
+        age = self.age()
+        if self._max_age and age is not None and age > self._max_age:
+            return (f"knowledge is {age:.0f} s old (limit {self._max_age:g} s): "
+                    f"{self.last_error or 'not refreshed'}")
+        return None
+
+    def age(self) -> float | None:
+        """Seconds since the version was last read successfully (None: never)."""
+        return None if self.checked_at is None else self._clock() - self.checked_at
 
     def refresh(self, force: bool = False) -> None:
         """Check the version now and reload when it moved (or when ``force``)."""
-        with self._lock:
-            if not force and self._clock() - self._checked_at < self._interval:
+        if not self._lock.acquire(blocking=force):
+            return  # another thread is refreshing: serve the current view meanwhile
+        try:
+            if not force and self._clock() < self._next_check:
                 return
-            self._checked_at = self._clock()
-            try:
-                current = self._view
-                if force or current is None or read_version(self._engine) != current.version:
-                    self._view = load_view(self._engine)
-                    LOG.info("knowledge view loaded: version %d, %d hosts",
-                             self._view.version, len(self._view.hosts))
-                self.last_error = None
-            except SQLAlchemyError as exc:
-                self.last_error = f"database unreachable: {type(exc).__name__}"
-                LOG.warning("knowledge refresh failed: %s", exc.__class__.__name__)
+            current = self._view
+            if force or current is None or read_version(self._engine) != current.version:
+                self._view = load_view(self._engine)
+                LOG.info("knowledge view loaded: version %d, %d hosts",
+                         self._view.version, len(self._view.hosts))
+            self.checked_at = self._clock()
+            self._failures, self.last_error = 0, None
+            self._next_check = self.checked_at + self._interval
+        except SQLAlchemyError as exc:
+            self._failures += 1
+            self.last_error = f"database unreachable: {type(exc).__name__}"
+            backoff = min(MAX_BACKOFF, self._interval * 2 ** self._failures)
+            self._next_check = self._clock() + backoff
+            LOG.warning("knowledge refresh failed (%s); next try in %.1f s",
+                        type(exc).__name__, backoff)
+        finally:
+            self._lock.release()

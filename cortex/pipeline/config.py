@@ -13,8 +13,10 @@ File shape::
         service: nova|cinder|manila
         description: str
         unknown_hosts: keep|drop          # optional, else [scheduler] unknown_host_policy
-        filters:  [{name, options?: {}, on_error?: fail|skip, shadow?: bool}]
-        weighers: [{name, options?: {}, multiplier?: float, on_error?: skip|fail}]
+        filters:  [{name, options?: {}, on_error?: fail|skip, shadow?: bool,
+                    max_duration_ms?: float}]
+        weighers: [{name, options?: {}, multiplier?: float, on_error?: skip|fail,
+                    max_duration_ms?: float}]
 
 Everything is checked when the file is loaded (at startup and by ``cortex-manage
 config check``): the shape, plugin names, each plugin's options, and that a plugin
@@ -39,6 +41,7 @@ _STEP = {
     "type": "object", "required": ["name"], "additionalProperties": False,
     "properties": {"name": {"type": "string"}, "options": {"type": ["object", "null"]},
                    "on_error": {"enum": ["fail", "skip"]}, "shadow": {"type": "boolean"},
+                   "max_duration_ms": {"type": "number", "exclusiveMinimum": 0},
                    "multiplier": {"type": "number"}},
 }
 PIPELINES_SCHEMA: dict[str, Any] = {
@@ -79,6 +82,9 @@ class Step:
     ``on_error``: ``fail`` answers 503 so the caller keeps its own order (filters'
     default), ``skip`` records the error and goes on (weighers' default).
     ``shadow`` (filters): record what would be removed, remove nothing.
+    ``max_duration_ms``: a step that ran longer counts as failed (its results are
+    dropped under ``skip``). Python cannot pre-empt a running plugin: a plugin stuck
+    for good is ended by gunicorn's worker timeout, not by this limit.
     """
 
     kind: str
@@ -87,6 +93,7 @@ class Step:
     multiplier: float = 1.0
     on_error: str = "fail"
     shadow: bool = False
+    max_duration_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -180,4 +187,4 @@ def _step(kind: str, spec: Mapping[str, Any], service: str, where: str) -> Step:
         raise PipelineConfigError(f"{where}: weigher {cls.name} has no shadow mode")
     return Step(kind, cls.name, cls(options), float(spec.get("multiplier", 1.0)),
                 spec.get("on_error", "fail" if kind == "filter" else "skip"),
-                bool(spec.get("shadow", False)))
+                bool(spec.get("shadow", False)), spec.get("max_duration_ms"))

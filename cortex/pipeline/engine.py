@@ -32,6 +32,19 @@ class StepFailed(RuntimeError):
         self.step = step
 
 
+class BudgetExceeded(StepFailed):
+    """The request's time budget ran out before ``step``: 503, the caller keeps its order."""
+
+    def __init__(self, step: str, spent_ms: float) -> None:
+        RuntimeError.__init__(self, f"time budget exceeded after {spent_ms:.0f} ms, "
+                                    f"before step {step}")
+        self.step = step
+
+
+class StepTooSlow(TimeoutError):
+    """A step ran longer than its ``max_duration_ms``."""
+
+
 @dataclass
 class StepRecord:
     """What one step did: ``status`` ran|skipped|error; per-host details.
@@ -69,24 +82,44 @@ class PipelineResult:
 
 
 def run_pipeline(pipeline: Pipeline, request: Any, view: KnowledgeView,
-                 unknown_policy: str = "keep") -> PipelineResult:
-    """Filter and weigh ``request.candidates`` against ``view``; raise StepFailed."""
+                 unknown_policy: str = "keep", deadline: float | None = None) -> PipelineResult:
+    """Filter and weigh ``request.candidates`` against ``view``.
+
+    ``deadline`` is a ``time.perf_counter()`` value: no step starts after it
+    (BudgetExceeded). Raises StepFailed for a fail-closed step that raised or ran too long.
+    """
+    started = time.perf_counter()
     states = view.states_for(request.service)
     order = {c.host: i for i, c in enumerate(request.candidates)}
     alive = [(c, states[c.host]) for c in request.candidates if c.host in states]
     unknown = [c for c in request.candidates if c.host not in states]
     steps = []
     for step in pipeline.filters:
+        _check_budget(step, deadline, started)
         record, alive = _run_filter(step, request, alive)
         steps.append(record)
     final = {c.host: math.tanh(c.weight) for c, _ in alive}
     for step in pipeline.weighers:
+        _check_budget(step, deadline, started)
         steps.append(_run_weigher(step, request, alive, final))
     alive.sort(key=lambda cs: (-final[cs[0].host], -cs[0].weight, order[cs[0].host]))
     hosts = [c.host for c, _ in alive]
     if (pipeline.unknown_hosts or unknown_policy) == "keep":
         hosts += [c.host for c in sorted(unknown, key=lambda c: (-c.weight, order[c.host]))]
     return PipelineResult(pipeline.name, hosts, steps, [c.host for c in unknown], final)
+
+
+def _check_budget(step: Step, deadline: float | None, started: float) -> None:
+    """Raise BudgetExceeded when the request's deadline has passed."""
+    now = time.perf_counter()
+    if deadline is not None and now > deadline:
+        raise BudgetExceeded(step.name, (now - started) * 1000)
+
+
+def _check_duration(step: Step, duration_ms: float) -> None:
+    """Raise StepTooSlow when ``step`` ran past its ``max_duration_ms``."""
+    if step.max_duration_ms is not None and duration_ms > step.max_duration_ms:
+        raise StepTooSlow(f"ran {duration_ms:.1f} ms, limit {step.max_duration_ms:g} ms")
 
 
 def _skip_reason(step: Step, request: Any) -> str | None:
@@ -112,6 +145,7 @@ def _run_filter(step: Step, request: Any, alive: list) -> tuple[StepRecord, list
             reason = step.plugin.check(state, request, candidate)
             if reason is not None:
                 record.removed[candidate.host] = reason
+        _check_duration(step, (time.perf_counter() - started) * 1000)
     except Exception as exc:  # noqa: BLE001 - a plugin bug must not escape as a 500
         record.duration_ms = (time.perf_counter() - started) * 1000
         if step.on_error == "fail":
@@ -140,6 +174,7 @@ def _run_weigher(step: Step, request: Any, alive: list, final: dict[str, float])
             if not math.isfinite(raw):
                 raise ValueError(f"weight {raw} for {candidate.host} is not finite")
             record.raw[candidate.host] = raw
+        _check_duration(step, (time.perf_counter() - started) * 1000)
     except Exception as exc:  # noqa: BLE001 - a plugin bug must not escape as a 500
         record.duration_ms = (time.perf_counter() - started) * 1000
         if step.on_error == "fail":

@@ -14,20 +14,21 @@ class BadRequest(ValueError):
     """The body is well-formed JSON but cannot be a scheduling request (answered with 400)."""
 
 
-def unwrap(value: Any) -> Any:
-    """Strip oslo versioned-object envelopes, recursively.
+def unwrap(value: Any) -> dict[str, Any]:
+    """The fields of one object: an oslo envelope's ``data``, or the plain dict itself.
 
     ``{"nova_object.name": …, "nova_object.data": {...}}`` (Nova) and
-    ``{"versioned_object.data": {...}}`` (Cinder, Manila) become their ``data``
-    dict; plain dicts and lists are walked; scalars are returned as they are.
+    ``{"versioned_object.data": {...}}`` (Cinder, Manila) become their ``data`` dict;
+    a plain dict is returned as is; anything else (None) becomes ``{}``. Only one level:
+    parsers unwrap each nested object they read, so unknown, deeply nested fields are
+    never walked.
     """
-    if isinstance(value, dict):
-        for key in ENVELOPE_DATA_KEYS:
-            if key in value:
-                return unwrap(value[key])
-        return {k: unwrap(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [unwrap(v) for v in value]
+    if not isinstance(value, dict):
+        return {}
+    for key in ENVELOPE_DATA_KEYS:
+        if key in value:
+            inner = value[key]
+            return inner if isinstance(inner, dict) else {}
     return value
 
 

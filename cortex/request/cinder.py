@@ -71,8 +71,8 @@ class CinderRequest:
     def from_body(cls, body: Mapping[str, Any]) -> CinderRequest:
         """Parse a validated body (plain dict or ``versioned_object`` envelopes)."""
         spec = unwrap(body["spec"])
-        props = spec.get("volume_properties") or spec.get("resource_properties") or {}
-        volume = spec.get("volume") or {}
+        props = unwrap(spec.get("volume_properties") or spec.get("resource_properties"))
+        volume = unwrap(spec.get("volume"))
         request_id, global_request_id, project = context_ids(body)
         zones = strings(spec.get("availability_zones")) or strings(props.get("availability_zone"))
         return cls(
@@ -81,7 +81,7 @@ class CinderRequest:
             volume_id=spec.get("volume_id") or volume.get("id") or props.get("id"),
             size=int(props.get("size") or 0),
             volume_type=StorageType.from_spec(
-                spec.get("volume_type") or props.get("volume_type")),
+                unwrap(spec.get("volume_type") or props.get("volume_type"))),
             availability_zones=zones,
             resource_properties=frozen(props),
             snapshot_id=spec.get("snapshot_id") or props.get("snapshot_id"),

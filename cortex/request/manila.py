@@ -53,7 +53,7 @@ class ManilaRequest:
     def from_body(cls, body: Mapping[str, Any]) -> ManilaRequest:
         """Parse a validated body (plain dict or ``versioned_object`` envelopes)."""
         spec = unwrap(body["spec"])
-        props = spec.get("share_properties") or spec.get("resource_properties") or {}
+        props = unwrap(spec.get("share_properties") or spec.get("resource_properties"))
         request_id, global_request_id, project = context_ids(body)
         replica_hosts = spec.get("all_replica_hosts") or ""
         if isinstance(replica_hosts, str):
@@ -63,7 +63,7 @@ class ManilaRequest:
             share_id=spec.get("share_id") or props.get("id"),
             size=int(props.get("size") or 0),
             share_proto=spec.get("share_proto") or props.get("share_proto"),
-            share_type=StorageType.from_spec(spec.get("share_type")),
+            share_type=StorageType.from_spec(unwrap(spec.get("share_type"))),
             availability_zones=strings(spec.get("availability_zones")),
             resource_properties=frozen(props),
             metadata=frozen(props.get("metadata")),
@@ -71,7 +71,7 @@ class ManilaRequest:
             snapshot_host=spec.get("snapshot_host"),
             share_group_id=props.get("share_group_id"),
             share_network_id=props.get("share_network_id")
-            or (spec.get("resource_properties") or {}).get("share_network_id"),
+            or unwrap(spec.get("resource_properties")).get("share_network_id"),
             active_replica_host=spec.get("active_replica_host"),
             all_replica_hosts=strings(replica_hosts),
             project_id=props.get("project_id") or project,

@@ -142,32 +142,33 @@ class NovaRequest:
     def from_body(cls, body: Mapping[str, Any]) -> NovaRequest:
         """Parse a validated body; raises BadRequest for what the schema cannot express."""
         spec = unwrap(body["spec"])
-        flavor = _flavor(spec.get("flavor") or {})
-        image = spec.get("image") or {}
+        flavor = _flavor(unwrap(spec.get("flavor")))
+        image = unwrap(spec.get("image"))
+        image_properties = unwrap(image.get("properties"))
         hints = {k: strings(v) for k, v in (spec.get("scheduler_hints") or {}).items()}
-        params = spec.get("request_level_params") or {}
+        params = unwrap(spec.get("request_level_params"))
         required, forbidden = _traits(flavor.extra_specs)
         request_id, global_request_id, project = context_ids(body)
         is_bfv = bool(spec.get("is_bfv"))
         return cls(
             candidates=parse_candidates(body),
             flavor=flavor,
-            image_properties=frozen(image.get("properties")),
-            numa_cells=_numa_cells(spec.get("numa_topology")),
-            pci_requests=_pci_requests(spec.get("pci_requests")),
+            image_properties=frozen(image_properties),
+            numa_cells=_numa_cells(unwrap(spec.get("numa_topology"))),
+            pci_requests=_pci_requests(unwrap(spec.get("pci_requests"))),
             scheduler_hints=frozen(hints),
             intent=_intent(hints, body),
-            server_group=_server_group(spec.get("instance_group")),
+            server_group=_server_group(unwrap(spec.get("instance_group"))),
             ignore_hosts=strings(spec.get("ignore_hosts")),
             force_hosts=strings(spec.get("force_hosts")),
             force_nodes=strings(spec.get("force_nodes")),
-            requested_destination=_destination(spec.get("requested_destination")),
+            requested_destination=_destination(unwrap(spec.get("requested_destination"))),
             num_instances=int(spec.get("num_instances") or 1),
             root_required=frozenset(strings(params.get("root_required"))),
             root_forbidden=frozenset(strings(params.get("root_forbidden"))),
             required_traits=required,
             forbidden_traits=forbidden,
-            resources=frozen(requested_resources(flavor, image.get("properties") or {}, is_bfv)),
+            resources=frozen(requested_resources(flavor, image_properties, is_bfv)),
             project_id=spec.get("project_id") or project,
             user_id=spec.get("user_id"),
             availability_zone=spec.get("availability_zone"),
@@ -212,7 +213,7 @@ def _intent(hints: Mapping[str, tuple[str, ...]], body: Mapping[str, Any]) -> st
 
 def _numa_cells(topology: Mapping[str, Any] | None) -> tuple[NumaCellRequest, ...]:
     """Guest NUMA cells of InstanceNUMATopology (empty without a NUMA topology)."""
-    cells = (topology or {}).get("cells") or []
+    cells = [unwrap(c) for c in topology.get("cells") or ()]
     return tuple(
         NumaCellRequest(
             id=int(c.get("id") or 0),
@@ -227,11 +228,11 @@ def _numa_cells(topology: Mapping[str, Any] | None) -> tuple[NumaCellRequest, ..
 
 def _pci_requests(value: Mapping[str, Any] | None) -> tuple[PciRequest, ...]:
     """InstancePCIRequests.requests as PciRequest tuples."""
-    requests = (value or {}).get("requests") or []
+    requests = [unwrap(r) for r in value.get("requests") or ()]
     return tuple(
         PciRequest(
             count=int(r.get("count") or 1),
-            spec=tuple(frozen(s) for s in r.get("spec") or ()),
+            spec=tuple(frozen(unwrap(s)) for s in r.get("spec") or ()),
             alias_name=r.get("alias_name"),
             numa_policy=r.get("numa_policy"),
             request_id=r.get("request_id"),

@@ -72,3 +72,23 @@ def test_no_view_at_all_raises(counted):
     cache = KnowledgeCache(engine=None, interval=1.0, clock=Clock())
     with pytest.raises(KnowledgeUnavailable, match="database unreachable"):
         cache.view()
+
+
+def test_too_old_view_is_refused_and_checks_back_off(counted):
+    clock = Clock()
+    cache = KnowledgeCache(engine=None, interval=1.0, max_age=10.0, clock=clock)
+    cache.view()
+    counted["fail"] = True
+    clock.now = 1.0
+    cache.view()                      # failure 1: next check in 2 s
+    clock.now = 2.0
+    cache.view()
+    assert counted["version"] == 0    # backing off: no query at all
+    clock.now = 3.5
+    cache.view()                      # failure 2: next check in 4 s
+    clock.now = 11.0
+    with pytest.raises(KnowledgeUnavailable, match="knowledge is 11 s old"):
+        cache.view()
+    counted["fail"] = False
+    clock.now = 20.0
+    assert cache.view() is not None and cache.problem() is None

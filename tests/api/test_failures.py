@@ -1,0 +1,144 @@
+"""Failure behaviour that never hurts the caller: outages, slow plugins, hostile input."""
+
+import json
+import time
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from cortex.api.app import create_app
+from cortex.db.engine import make_engine
+from cortex.pipeline.config import build_pipelines
+from cortex.plugins.base import Filter, Weigher
+from cortex.plugins.registry import register
+from tests.api.conftest import make_conf
+from tests.api.test_contract import assert_error, nova_body, post
+from tests.proxy import TcpProxy
+
+
+@pytest.fixture
+def proxied_app(engine, database_url):
+    """An app whose database connections go through a proxy the test can cut."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "postgresql":
+        pytest.fail("the outage test needs PostgreSQL")
+    proxy = TcpProxy((url.host or "127.0.0.1", url.port or 5432))
+    proxied = url.set(host="127.0.0.1", port=proxy.port).render_as_string(False)
+    app_engine = make_engine(proxied, connect_timeout=1)
+    app = create_app(make_conf(**{"database.connection": proxied,
+                                  "database.knowledge_check_interval": 0.0,
+                                  "database.max_knowledge_age": 0.5}), engine=app_engine)
+    yield app, proxy
+    app.extensions["cortex"].decisions.close()
+    app_engine.dispose()
+
+
+def test_database_outage_serves_last_view_then_503_then_recovers(proxied_app):
+    app, proxy = proxied_app
+    client = app.test_client()
+    assert post(client, "nova", nova_body()).status_code == 200
+    proxy.cut()
+    assert post(client, "nova", nova_body()).status_code == 200  # last view, still fresh
+    time.sleep(0.6)
+    started = time.monotonic()
+    response = post(client, "nova", nova_body())
+    error = assert_error(response, 503)
+    assert time.monotonic() - started < 2.0, "503 must come well inside the callers' timeout"
+    assert "knowledge is" in error["detail"] and "database unreachable" in error["detail"]
+    health = client.get("/healthcheck")
+    assert health.status_code == 503 and "database unreachable" in health.get_data(as_text=True)
+    proxy.restore()
+    deadline = time.monotonic() + 10
+    while post(client, "nova", nova_body()).status_code != 200:
+        assert time.monotonic() < deadline, "did not recover"
+        time.sleep(0.2)
+    assert client.get("/healthcheck").status_code == 200
+
+
+@register
+class SlowFilter(Filter):
+    """Test filter that takes 50 ms per request."""
+
+    name = "test_slow_filter"
+
+    def check(self, host, request, candidate):
+        time.sleep(0.05 / len(request.candidates))
+        return "slow says no"
+
+
+@register
+class SlowWeigher(Weigher):
+    """Test weigher that takes 300 ms per request."""
+
+    name = "test_slow_weigher"
+
+    def weigh(self, host, request, candidate):
+        time.sleep(0.3 / len(request.candidates))
+        return 1.0
+
+
+def app_with(engine, steps, **overrides):
+    pipelines = build_pipelines({"defaults": {"nova": "p"},
+                                 "pipelines": {"p": {"service": "nova", **steps}}})
+    return create_app(make_conf(**overrides), engine=engine, pipelines=pipelines)
+
+
+def test_request_time_budget_answers_503(engine):
+    app = app_with(engine, {"weighers": [{"name": "test_slow_weigher"},
+                                         {"name": "weigher_binpack"}]},
+                   **{"scheduler.request_time_budget": 0.15})
+    error = assert_error(post(app.test_client(), "nova", nova_body()), 503)
+    assert "time budget exceeded" in error["detail"] and "weigher_binpack" in error["detail"]
+    app.extensions["cortex"].decisions.close()
+
+
+def test_slow_step_skipped_by_policy_keeps_hosts(engine):
+    app = app_with(engine, {"filters": [{"name": "test_slow_filter", "on_error": "skip",
+                                         "max_duration_ms": 5}]})
+    client = app.test_client()
+    response = post(client, "nova", nova_body())
+    assert response.status_code == 200 and len(response.get_json()["hosts"]) == 8
+    app.extensions["cortex"].decisions.flush()
+    decision = client.get(f"/v1/decisions/{response.headers['x-cortex-decision-id']}")
+    step = decision.get_json()["steps"][0]
+    assert step["status"] == "error" and "limit 5 ms" in step["reason"]
+    assert "removed" not in step
+    app.extensions["cortex"].decisions.close()
+
+
+def test_slow_step_fail_closed_is_503(engine):
+    app = app_with(engine, {"filters": [{"name": "test_slow_filter", "max_duration_ms": 5}]})
+    error = assert_error(post(app.test_client(), "nova", nova_body()), 503)
+    assert "StepTooSlow" in error["detail"]
+    app.extensions["cortex"].decisions.close()
+
+
+@pytest.mark.parametrize("payload, fragment", [
+    ('{"spec": {}, "spec": {}, "hosts": [], "weights": {}}', "duplicate key 'spec'"),
+    ("[" * 100000 + "]" * 100000, "not JSON"),
+    ('{"hosts": [], "weights": {"a": Infinity}, "spec": {}}', "Infinity"),
+    ('{"hosts": [], "weights": {"a": -Infinity}, "spec": {}}', "Infinity"),
+    ("\u00e9".encode("latin-1"), "not JSON"),
+])
+def test_hostile_bodies_are_4xx(client, payload, fragment):
+    error = assert_error(post(client, "nova", payload), 400)
+    assert fragment in error["detail"]
+
+
+def test_deeply_nested_unknown_field_is_tolerated_or_refused_never_500(client):
+    body = nova_body()
+    nested = current = {}
+    for _ in range(500):
+        current["x"] = {}
+        current = current["x"]
+    body["spec"]["nova_object.data"]["deep"] = nested
+    assert post(client, "nova", json.dumps(body)).status_code in (200, 400)
+
+
+def test_huge_host_list_is_answered(client):
+    body = nova_body(); hosts = [f"h{i:05d}" for i in range(20000)]  # noqa: E702
+    body["hosts"] = [{"host": h, "hypervisor_hostname": h} for h in hosts]
+    body["weights"] = {h: float(i % 7) for i, h in enumerate(hosts)}
+    response = post(client, "nova", body)
+    assert response.status_code == 200
+    assert sorted(response.get_json()["hosts"]) == sorted(hosts)  # all unknown: all kept
