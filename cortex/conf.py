@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 CONFIG_FILE_ENV = "CORTEX_CONFIG_FILE"
+#: Sections handed as they are to a library that declares its own options.
+PASSTHROUGH_SECTIONS = ("keystone_authtoken",)
 
 
 class ConfigError(ValueError):
@@ -48,6 +50,24 @@ OPTIONS: tuple[Option, ...] = (
     Option("api", "port", int, 8080, "Port cortex-api binds."),
     Option("api", "max_body_bytes", int, 8 * 1024 * 1024,
            "Largest accepted request body in bytes; larger bodies get 413."),
+    Option("api", "auth_strategy", str, "static",
+           "Authentication of everything but the external scheduler endpoints (decisions, "
+           "topology reports, the dashboard): 'static' (tokens below), 'keystone' "
+           "(keystonemiddleware, the 'keystone' extra, configured in [keystone_authtoken]) "
+           "or 'noauth' (development only)."),
+    Option("api", "static_tokens", str, "",
+           "For auth_strategy=static: comma-separated NAME:ROLE:TOKEN entries, ROLE one of "
+           "admin, reader, agent. Clients send the token as X-Auth-Token."),
+    Option("api", "keystone_admin_role", str, "admin",
+           "For auth_strategy=keystone: the Keystone role that may do everything."),
+    Option("api", "keystone_reader_role", str, "reader",
+           "For auth_strategy=keystone: the Keystone role that may read decisions and topology."),
+    Option("api", "keystone_agent_role", str, "cortex-agent",
+           "For auth_strategy=keystone: the Keystone role host agents report topology with."),
+    Option("api", "external_shared_secret", str, "",
+           "If set, the external scheduler endpoints require this value in the "
+           "X-Cortex-Shared-Secret header (the callers send no token; put a proxy that adds "
+           "the header in front, or bind the API to an internal address instead)."),
     Option("database", "connection", str, "",
            "SQLAlchemy URL, e.g. postgresql+psycopg://cortex:secret@db/cortex. "
            "Empty: an embedded SQLite file in the user's data directory "
@@ -121,10 +141,16 @@ class Config:
     """
 
     def __init__(self, values: dict[tuple[str, str], Any], source: str | None,
-                 default_database_url: str = "") -> None:
+                 default_database_url: str = "",
+                 passthrough: dict[str, dict[str, str]] | None = None) -> None:
         self._values = values
         self.source = source
         self._default_database_url = default_database_url
+        self._passthrough = passthrough or {}
+
+    def section(self, name: str) -> dict[str, str]:
+        """The raw options of a passthrough section (e.g. ``keystone_authtoken``)."""
+        return dict(self._passthrough.get(name, {}))
 
     def get(self, section: str, name: str) -> Any:
         """The value of ``[section] name``; KeyError for an undeclared option."""
@@ -143,7 +169,7 @@ class Config:
             if (section, name) not in values:
                 raise ConfigError(f"unknown option [{section}] {name}")
             values[(section, name)] = value
-        return Config(values, self.source, self._default_database_url)
+        return Config(values, self.source, self._default_database_url, self._passthrough)
 
 
 def load(path: str | None = None, environ: dict[str, str] | None = None,
@@ -169,7 +195,9 @@ def load(path: str | None = None, environ: dict[str, str] | None = None,
         if raw is None and parser.has_option(option.section, option.name):
             raw = parser.get(option.section, option.name)
         values[key] = option.default if raw is None else _parse(option, raw)
-    conf = Config(values, path, _default_database_url(environ))
+    passthrough = {s: {k: v for k, v in parser.items(s) if k not in parser.defaults()}
+                   for s in PASSTHROUGH_SECTIONS if parser.has_section(s)}
+    conf = Config(values, path, _default_database_url(environ), passthrough)
     return conf.with_overrides(overrides) if overrides else conf
 
 
@@ -180,6 +208,8 @@ def _reject_unknown(parser: configparser.ConfigParser, known: dict) -> None:
         if ("DEFAULT", name) not in known:
             raise ConfigError(f"unknown option [DEFAULT] {name}")
     for section in parser.sections():
+        if section in PASSTHROUGH_SECTIONS:
+            continue
         if section not in sections:
             raise ConfigError(f"unknown section [{section}]")
         for name in parser.options(section):

@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException
 
 import cortex
+from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
 from cortex.api.metrics import ApiMetrics
 from cortex.api.scheduler import external
@@ -46,6 +47,7 @@ class Services:
     decisions: DecisionWriter
     decision_store: DecisionStore
     metrics: ApiMetrics
+    authorizer: Authorizer
 
 
 def version_document():
@@ -109,23 +111,26 @@ def show_decision(decision_id: str):
     return jsonify(decision)
 
 
-ROUTES: dict[str, dict[str, Any]] = {
-    "/": {"GET": version_document},
-    "/healthcheck": {"GET": healthcheck, "HEAD": healthcheck},
-    "/openapi.json": {"GET": openapi_document},
-    "/metrics": {"GET": metrics},
-    "/scheduler/nova/external": {"POST": partial(external, "nova")},
-    "/scheduler/cinder/external": {"POST": partial(external, "cinder")},
-    "/scheduler/manila/external": {"POST": partial(external, "manila")},
-    "/v1/decisions": {"GET": list_decisions},
-    "/v1/decisions/<decision_id>": {"GET": show_decision},
+#: path -> {method: (handler, policy)}; policies in cortex.api.auth.POLICIES.
+ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
+    "/": {"GET": (version_document, "public")},
+    "/healthcheck": {"GET": (healthcheck, "public"), "HEAD": (healthcheck, "public")},
+    "/openapi.json": {"GET": (openapi_document, "public")},
+    "/metrics": {"GET": (metrics, "public")},
+    "/scheduler/nova/external": {"POST": (partial(external, "nova"), "external")},
+    "/scheduler/cinder/external": {"POST": (partial(external, "cinder"), "external")},
+    "/scheduler/manila/external": {"POST": (partial(external, "manila"), "external")},
+    "/v1/decisions": {"GET": (list_decisions, "reader")},
+    "/v1/decisions/<decision_id>": {"GET": (show_decision, "reader")},
 }
 
 
-def _dispatch(handlers: dict[str, Any], **kwargs):
-    """Call the handler of the request's method (Flask already answered 405 for others)."""
+def _dispatch(handlers: dict[str, tuple[Any, str]], **kwargs):
+    """Authorize, then call the handler of the request's method (Flask answers 405)."""
     method = "GET" if request.method == "HEAD" and "HEAD" not in handlers else request.method
-    return handlers[method](**kwargs)
+    handler, policy = handlers[method]
+    current_app.extensions["cortex"].authorizer.authorize(policy)
+    return handler(**kwargs)
 
 
 def create_app(conf: Config, engine: Engine | None = None,
@@ -134,7 +139,8 @@ def create_app(conf: Config, engine: Engine | None = None,
 
     ``engine`` and ``pipelines`` may be passed in (tests, tools); otherwise they come
     from ``[database] connection`` and ``[scheduler] pipelines_file``. Raises
-    PipelineConfigError or ConfigError at startup for bad configuration.
+    PipelineConfigError or ConfigError at startup for bad configuration (including
+    bad static tokens or a missing keystone extra).
     """
     app = Flask("cortex")
     app.config["MAX_CONTENT_LENGTH"] = conf.get("api", "max_body_bytes")
@@ -143,6 +149,7 @@ def create_app(conf: Config, engine: Engine | None = None,
                                    connect_timeout=conf.get("database", "connect_timeout"))
     pipelines = pipelines or load_pipelines(
         conf.get("scheduler", "pipelines_file") or shipped_file("pipelines.yaml"))
+    authorizer = Authorizer(conf)
     app_metrics = ApiMetrics()
     writer = DecisionWriter(engine, conf.get("scheduler", "decision_queue_size"),
                             on_drop=app_metrics.decisions_dropped.inc,
@@ -153,8 +160,10 @@ def create_app(conf: Config, engine: Engine | None = None,
         knowledge=KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
                                  conf.get("database", "max_knowledge_age")),
         pipelines=pipelines, validator=RequestValidator(load_openapi()), decisions=writer,
-        decision_store=DecisionStore(engine), metrics=app_metrics)
+        decision_store=DecisionStore(engine), metrics=app_metrics, authorizer=authorizer)
     for path, handlers in ROUTES.items():
+        if any(policy not in POLICIES for _, policy in handlers.values()):
+            raise ValueError(f"route {path}: unknown policy")
         app.add_url_rule(path, endpoint=path, view_func=partial(_dispatch, handlers),
                          methods=list(handlers), provide_automatic_options=False)
     app.before_request(_start_request)
@@ -162,6 +171,8 @@ def create_app(conf: Config, engine: Engine | None = None,
     app.register_error_handler(ApiError, lambda e: error_response(e.status, e.detail, e.code))
     app.register_error_handler(HTTPException, http_error)
     app.register_error_handler(Exception, _unexpected)
+    if authorizer.strategy == "keystone":
+        app.wsgi_app = keystone_middleware(app.wsgi_app, conf)
     return app
 
 

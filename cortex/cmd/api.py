@@ -21,12 +21,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cortex-api", description=__doc__)
     parser.add_argument("--config-file", help="cortex.conf (default: $CORTEX_CONFIG_FILE)")
     parser.add_argument("--demo", action="store_true",
-                        help="load the bundled demo fleet (etc/cortex/demo-fleet.yaml) first")
+                        help="load the bundled demo fleet (etc/cortex/demo-fleet.yaml) first "
+                             "and serve without authentication")
     parser.add_argument("--host", help="bind address (default: [api] host)")
     parser.add_argument("--port", type=int, help="bind port (default: [api] port)")
     args = parser.parse_args(argv)
     try:
         conf = config.load(args.config_file)
+        if args.demo:
+            conf = conf.with_overrides({"api.auth_strategy": "noauth"})
         setup_logging(conf)
         engine = make_engine(conf.database_url)
         if args.demo or not conf.get("database", "connection"):

@@ -7,8 +7,11 @@ from cortex.api.app import create_app
 
 
 def make_conf(**overrides):
-    """Built-in defaults plus ``{"section.option": value}`` overrides; no file, no env."""
-    return conf.load(environ={}, overrides=overrides)
+    """Built-in defaults plus ``{"section.option": value}`` overrides; no file, no env.
+
+    Authentication is off unless a test turns it on (tests/api/test_auth.py does).
+    """
+    return conf.load(environ={}, overrides={"api.auth_strategy": "noauth"} | overrides)
 
 
 @pytest.fixture

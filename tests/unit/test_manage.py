@@ -56,3 +56,16 @@ def test_api_refuses_bad_config(sqlite_env, tmp_path, capsys):
     path.write_text("[api]\nport = x\n")
     assert api.main(["--config-file", str(path)]) == 2
     assert "not a valid int" in capsys.readouterr().err
+
+
+def test_api_demo_loads_the_fleet_and_serves_without_auth(sqlite_env, monkeypatch):
+    from flask import Flask
+
+    served = {}
+    monkeypatch.setattr(Flask, "run", lambda app, **kw: served.update(app=app, **kw))
+    assert api.main(["--demo", "--port", "18123"]) == 0
+    app = served["app"]
+    assert served["port"] == 18123
+    assert app.extensions["cortex"].authorizer.strategy == "noauth"
+    assert len(app.extensions["cortex"].knowledge.view().hosts) == 58
+    app.extensions["cortex"].decisions.close()
