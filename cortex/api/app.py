@@ -177,8 +177,14 @@ def create_app(conf: Config, engine: Engine | None = None,
 
 
 def _start_request() -> None:
-    """Give every request our own ``req-<uuid>`` id."""
+    """Give every request our own ``req-<uuid>`` id; refuse NUL characters in the URL.
+
+    PostgreSQL cannot store NUL in text, so a NUL in a path or query value would
+    otherwise surface as a database error instead of a 400.
+    """
     g.request_id = f"req-{new_uuid()}"
+    if "\x00" in request.path or any("\x00" in v for v in request.args.values()):
+        raise ApiError(400, "NUL characters are not allowed in the URL")
 
 
 def _finish_request(response: Response) -> Response:

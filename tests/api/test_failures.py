@@ -142,3 +142,9 @@ def test_huge_host_list_is_answered(client):
     response = post(client, "nova", body)
     assert response.status_code == 200
     assert sorted(response.get_json()["hosts"]) == sorted(hosts)  # all unknown: all kept
+
+
+def test_nul_in_query_is_400_not_a_database_error(client):
+    # found by the schemathesis fuzz test: PostgreSQL refuses NUL in text
+    assert_error(client.get("/v1/decisions?resource_id=a%00b"), 400)
+    assert_error(client.get("/v1/decisions/a%00b"), 400)
