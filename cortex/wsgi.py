@@ -21,6 +21,12 @@ def _build():
     return create_app(config)
 
 
+def shutdown() -> None:
+    """Flush this process's decision log (gunicorn's ``worker_exit`` hook calls it)."""
+    if _build.cache_info().currsize:
+        _build().extensions["cortex"].decisions.close()
+
+
 def __getattr__(name: str):
     """Module attribute ``application``, built lazily."""
     if name == "application":

@@ -173,6 +173,7 @@ def create_app(conf: Config, engine: Engine | None = None,
     app.register_error_handler(Exception, _unexpected)
     if authorizer.strategy == "keystone":
         app.wsgi_app = keystone_middleware(app.wsgi_app, conf)
+    app.extensions["cortex"].knowledge.refresh()  # warm; a failure is retried per request
     return app
 
 

@@ -72,10 +72,12 @@ class KnowledgeCache:
 
     def refresh(self, force: bool = False) -> None:
         """Check the version now and reload when it moved (or when ``force``)."""
-        if not self._lock.acquire(blocking=force):
-            return  # another thread is refreshing: serve the current view meanwhile
+        # With a view to serve, a thread never waits for another's refresh; without
+        # one (a cold worker) it waits, or it would answer 503 for nothing.
+        if not self._lock.acquire(blocking=force or self._view is None):
+            return
         try:
-            if not force and self._clock() < self._next_check:
+            if not force and self._view is not None and self._clock() < self._next_check:
                 return
             current = self._view
             if force or current is None or read_version(self._engine) != current.version:

@@ -18,3 +18,10 @@ max_requests_jitter = 1000
 accesslog = "-"
 errorlog = "-"
 loglevel = "info"
+
+
+def worker_exit(server, worker):
+    """On SIGTERM (graceful stop), write the decisions still queued before exiting."""
+    from cortex.wsgi import shutdown
+
+    shutdown()

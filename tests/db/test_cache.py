@@ -92,3 +92,26 @@ def test_too_old_view_is_refused_and_checks_back_off(counted):
     counted["fail"] = False
     clock.now = 20.0
     assert cache.view() is not None and cache.problem() is None
+
+
+def test_cold_cache_makes_concurrent_callers_wait_for_the_first_load(counted):
+    import threading
+
+    cache = KnowledgeCache(engine=None, interval=1.0, clock=Clock())
+    started = threading.Event()
+    real_load = cache_module.load_view
+
+    def slow_load(bind):
+        started.set()
+        threading.Event().wait(0.2)
+        return real_load(bind)
+
+    cache_module.load_view = slow_load
+    try:
+        first = threading.Thread(target=cache.view)
+        first.start()
+        started.wait(2)
+        assert cache.view() is not None  # waited for the load, no KnowledgeUnavailable
+        first.join()
+    finally:
+        cache_module.load_view = real_load

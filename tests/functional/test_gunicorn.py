@@ -9,9 +9,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from cortex.api.schema import RequestValidator, load_openapi
 from tests.conftest import REPO, bodies, load_body
@@ -36,34 +38,37 @@ def request(url, body=None, method=None):
         return exc.code, exc.read()
 
 
+def start_gunicorn(port, database_url, tmp_path):
+    """gunicorn with 2 workers on ``database_url``, answering /healthcheck; (process, log)."""
+    env = os.environ | {"CORTEX_DATABASE_CONNECTION": database_url,
+                        "CORTEX_WORKERS": "2", "PYTHONUNBUFFERED": "1",
+                        "CORTEX_API_AUTH_STRATEGY": "noauth"}
+    env.pop("CORTEX_CONFIG_FILE", None)
+    log = tmp_path / f"gunicorn-{port}.log"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", str(REPO / "etc/cortex/gunicorn.conf.py"),
+         "--bind", f"127.0.0.1:{port}", "cortex.wsgi:application"],
+        env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if request(f"http://127.0.0.1:{port}/healthcheck")[0] == 200:
+                return process, log
+        except OSError:
+            time.sleep(0.2)
+    process.kill()
+    pytest.fail(log.read_text())
+
+
 @pytest.fixture
 def gunicorn(engine, database_url, tmp_path):
     """gunicorn with 2 workers on the session's database (demo fleet loaded)."""
     port = free_port()
-    env = os.environ | {"CORTEX_DATABASE_CONNECTION": database_url,
-                        "CORTEX_WORKERS": "2", "PYTHONUNBUFFERED": "1"}
-    env.pop("CORTEX_CONFIG_FILE", None)
-    log = (tmp_path / "gunicorn.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", str(REPO / "etc/cortex/gunicorn.conf.py"),
-         "--bind", f"127.0.0.1:{port}", "cortex.wsgi:application"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if request(f"{base}/healthcheck")[0] == 200:
-                break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        process.kill()
-        pytest.fail(Path(log.name).read_text())
-    yield base
+    process, log = start_gunicorn(port, database_url, tmp_path)
+    yield f"http://127.0.0.1:{port}"
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=20) == 0
-    log.close()
-    text = Path(log.name).read_text()
+    text = log.read_text()
     assert "Traceback" not in text, text
 
 
@@ -79,6 +84,43 @@ def test_gunicorn_answers_every_bundled_body(gunicorn):
             hosts = answer["hosts"]
             assert set(hosts) <= {h["host"] for h in body["hosts"]}, path.name
             assert len(hosts) == len(set(hosts)) and hosts, path.name
+
+
+def test_200_concurrent_clients_get_only_valid_answers(gunicorn):
+    validator = RequestValidator(load_openapi())
+    cases = [(s, load_body(p)) for s in ("nova", "cinder", "manila") for p in bodies(s)
+             if "1000-hosts" not in p.name]
+
+    def call(i):
+        service, body = cases[i % len(cases)]
+        status, raw = request(f"{gunicorn}/scheduler/{service}/external", body)
+        return body, status, raw
+
+    with ThreadPoolExecutor(max_workers=200) as pool:
+        results = list(pool.map(call, range(400)))
+    for body, status, raw in results:
+        assert status == 200, raw
+        hosts = json.loads(raw)["hosts"]
+        assert validator.response_errors({"hosts": hosts}) == []
+        assert set(hosts) <= {h["host"] for h in body["hosts"]}
+        assert len(hosts) == len(set(hosts))
+
+
+def test_sigterm_flushes_queued_decisions(engine, database_url, tmp_path):
+    port = free_port()
+    process, log = start_gunicorn(port, database_url, tmp_path)
+    base = f"http://127.0.0.1:{port}"
+    body = load_body(bodies("nova")[0])
+    marker = f"sigterm-{port}"
+    body["context"]["request_id"] = marker
+    for _ in range(20):
+        assert request(f"{base}/scheduler/nova/external", body)[0] == 200
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=20) == 0
+    with engine.connect() as connection:
+        count = connection.execute(text("SELECT count(*) FROM decisions WHERE request_id = :r"),
+                                   {"r": marker}).scalar()
+    assert count == 20, Path(log).read_text()
 
 
 def test_gunicorn_contract_errors(gunicorn):
