@@ -4,9 +4,9 @@ A host may be reserved for projects by two sources: the ``allowed_projects`` the
 syncers record per host (HostState), and the comma-separated project ids under the
 aggregate metadata keys in ``aggregate_keys`` of any of its aggregates. Together they
 are the only projects the host serves; a host with neither serves every project.
-This is the reference implementation's allowed-projects rule; Nova's own tenant
-isolation by ``filter_tenant_id`` is filter_aggregate_multitenancy_isolation. Not run on
-rebuild. Invert: none; drop the step.
+The same rule as Nova's AggregateMultiTenancyIsolation (``filter_tenant_id``, see
+filter_aggregate_multitenancy_isolation), for reservations kept outside Nova's
+aggregates. Not run on rebuild. Invert: none; drop the step.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """weigher_contention: avoid hosts whose CPUs are contended (steal time, CPU ready).
 
-The reference implementation's contention-avoidance weighers (KVM steal time, VMware
-CPU contention): the raw weight is minus the host's Prometheus ``feature`` (default
-``cpu.steal``, the share of time vCPUs waited for a physical CPU; ``cpu.contention`` on
-VMware) mapped from ``[lower_bound, upper_bound]`` onto ``[0, 1]`` and clamped, so that
-hosts below the lower bound are all equal and hosts above the upper bound all avoided.
-A positive multiplier avoids contended hosts; a negative one would seek them. Hosts
-without the feature weigh 0.
+Like the reference implementation's weighers avoiding CPU-contended VMware hosts, for
+any contention feature (KVM's steal time by default): the raw weight is minus the host's
+Prometheus ``feature`` (default ``cpu.steal``, the share of time vCPUs waited for a
+physical CPU; ``cpu.contention`` on VMware) mapped from ``[lower_bound, upper_bound]``
+onto ``[0, 1]`` and clamped, so that hosts below the lower bound are all equal and hosts
+above the upper bound all avoided. A positive multiplier avoids contended hosts; a
+negative one would seek them. Hosts without the feature weigh 0.
 """
 
 from __future__ import annotations

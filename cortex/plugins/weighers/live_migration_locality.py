@@ -1,12 +1,13 @@
 """weigher_live_migration_locality: a live migration prefers targets close to its source.
 
-The reference implementation's "prefer hosts close to the source" for live
-migrations: targets in the same aggregates as the ``source_host`` (the same rack,
-building block or GPU pool) keep traffic and failure domains local. The raw weight is
-the share of the source's aggregates the target is also in (0..1); availability-zone
-aggregates do not count (``ignore_zones``), as every candidate shares the zone. Other
-requests, and live migrations from a source unknown to Cortex, are not weighed. A
-positive multiplier keeps migrations local; a negative one sends them away.
+Cortex's "prefer hosts close to the source" for Nova live migrations
+(``_nova_check_type=live_migrate`` with the ``source_host`` hint): targets in the same
+aggregates as the ``source_host`` (the same rack, building block or GPU pool) keep
+traffic and failure domains local. The raw weight is the share of the source's
+aggregates the target is also in (0..1); availability-zone aggregates do not count
+(``ignore_zones``), as every candidate shares the zone. Other requests, and live
+migrations from a source unknown to Cortex, are not weighed. A positive multiplier keeps
+migrations local; a negative one sends them away.
 """
 
 from __future__ import annotations
