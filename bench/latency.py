@@ -192,7 +192,6 @@ def main() -> None:
                         process.terminate()
                         process.wait(timeout=30)
             print(f"{n:6d} knowledge view: {view_memory(n, url):.1f} MiB per worker", flush=True)
-    print(f"view of 10000 hosts: see --sizes 10000 ({'PostgreSQL' if 'postgres' in url else 'SQLite'})")
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ from types import MappingProxyType
 from cortex.knowledge.view import (
     Aggregate,
     HostState,
+    InstanceSummary,
     Inventory,
     KnowledgeView,
+    MigrationSummary,
     NodeState,
     StoragePoolState,
 )
@@ -26,16 +28,34 @@ def inventory(total, used=0, reserved=0, ratio=1.0, max_unit=None, min_unit=1, s
 
 
 def host(name, az="az-1", enabled=True, up=True, traits=(), inventories=None, nodes=None,
-         aggregates=(), disabled_reason=None):
+         aggregates=(), disabled_reason=None, hypervisor_type="QEMU", hypervisor_version=8002000,
+         cpu_arch="x86_64", features=None, cpu_features=(), instances=(), migrations=(),
+         failed_builds=0, allowed_projects=()):
     """A HostState with one node named ``<name>.cloud.example`` unless ``nodes`` given."""
     inventories = inventories if inventories is not None else {
         "VCPU": inventory(64, ratio=4.0), "MEMORY_MB": inventory(262144),
         "DISK_GB": inventory(2000)}
     nodes = nodes or {f"{name}.cloud.example": inventories}
-    node_states = {n: NodeState(n, f"uuid-{n}", "QEMU", 8002000, "x86_64", frozenset(traits),
-                                MappingProxyType(inv)) for n, inv in nodes.items()}
+    node_states = {n: NodeState(n, f"uuid-{n}", hypervisor_type, hypervisor_version, cpu_arch,
+                                frozenset(traits), MappingProxyType(inv))
+                   for n, inv in nodes.items()}
     return HostState(name, az, enabled, up, disabled_reason, tuple(aggregates),
-                     MappingProxyType(node_states), frozenset(traits))
+                     MappingProxyType(node_states), frozenset(traits),
+                     features=MappingProxyType(dict(features or {})),
+                     cpu_features=frozenset(cpu_features), instances=tuple(instances),
+                     migrations=tuple(migrations), failed_builds=failed_builds,
+                     allowed_projects=frozenset(allowed_projects))
+
+
+def instance(uuid, project=None, vm_state="active", task_state=None, busy=0.0):
+    """An InstanceSummary."""
+    return InstanceSummary(uuid, project, vm_state, task_state, busy)
+
+
+def migration(uuid="m1", source="src", dest="dst", status="running", **resources):
+    """A MigrationSummary claiming ``resources`` (e.g. ``VCPU=4``)."""
+    return MigrationSummary(uuid, f"inst-{uuid}", source, dest, status,
+                            MappingProxyType(resources))
 
 
 def aggregate(uuid, name="agg", az=None, **metadata):
@@ -44,10 +64,14 @@ def aggregate(uuid, name="agg", az=None, **metadata):
 
 
 def pool(name, az="eu-de-1a", total=1000.0, free=500.0, provisioned=0.0, reserved=0.0,
-         ratio=1.0, thin=False, thick=True):
-    """A StoragePoolState."""
-    return StoragePoolState(name, az, total, free, total - free, provisioned, reserved, ratio,
-                            thin, thick, MappingProxyType({}))
+         ratio=1.0, thin=False, thick=True, capabilities=None, features=None, count=0,
+         allocated=None):
+    """A StoragePoolState (allocated defaults to ``total - free``)."""
+    return StoragePoolState(name, az, total, free,
+                            total - free if allocated is None else allocated, provisioned,
+                            reserved, ratio, thin, thick,
+                            MappingProxyType(dict(capabilities or {})),
+                            MappingProxyType(dict(features or {})), count)
 
 
 def view(*hosts, pools=(), service="cinder", version=1):

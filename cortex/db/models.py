@@ -21,6 +21,7 @@ from sqlalchemy import (
     Integer,
     String,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -78,6 +79,14 @@ class ComputeNode(Base):
 
     ``uuid`` is the compute node uuid, which is also the provider uuid. ``enabled``
     is the service status (disabled by an operator), ``up`` its liveness.
+
+    The syncers fill the host facts kept as JSON (revision 0004); a fleet file may
+    carry them too: ``features`` ``{name: float}`` (Prometheus), ``cpu_features``
+    ``[flag]``, ``instances`` ``[{uuid, project_id?, vm_state?, task_state?,
+    cpu_busy?}]``, ``migrations`` ``[{uuid, instance_uuid?, source_host?, dest_host?,
+    status, resources?: {RC: int}}]`` (claims Placement's usage does not show yet),
+    ``failed_builds`` and ``allowed_projects`` ``[project id]``. A host with several
+    nodes has its host-wide facts written on each node.
     """
 
     __tablename__ = "compute_nodes"
@@ -95,6 +104,18 @@ class ComputeNode(Base):
     up: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
     disabled_reason: Mapped[str | None] = mapped_column(String(255))
     traits: Mapped[list[str]] = mapped_column(JSONType, nullable=False, default=list)
+    features: Mapped[dict] = mapped_column(
+        JSONType, nullable=False, default=dict, server_default=text("'{}'"))
+    cpu_features: Mapped[list[str]] = mapped_column(
+        JSONType, nullable=False, default=list, server_default=text("'[]'"))
+    instances: Mapped[list[dict]] = mapped_column(
+        JSONType, nullable=False, default=list, server_default=text("'[]'"))
+    migrations: Mapped[list[dict]] = mapped_column(
+        JSONType, nullable=False, default=list, server_default=text("'[]'"))
+    failed_builds: Mapped[int] = mapped_column(
+        Integer, nullable=False, default=0, server_default=text("0"))
+    allowed_projects: Mapped[list[str]] = mapped_column(
+        JSONType, nullable=False, default=list, server_default=text("'[]'"))
     inventories: Mapped[list[ResourceInventory]] = relationship(
         back_populates="compute_node", cascade="all, delete-orphan")
 
@@ -128,6 +149,8 @@ class StoragePool(Base):
     """A Cinder or Manila back-end pool as the scheduler's ``get_pools`` reports it.
 
     ``name`` is ``host@backend#pool``, the caller's host identity. Capacities are GiB.
+    ``features`` (Prometheus, ``{name: float}``) and ``resource_count`` (volumes or
+    shares on the pool) come from the syncers (revision 0004).
     """
 
     __tablename__ = "storage_pools"
@@ -149,6 +172,10 @@ class StoragePool(Base):
     thick_provisioning_support: Mapped[bool] = mapped_column(
         Boolean, nullable=False, default=True)
     capabilities: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
+    features: Mapped[dict] = mapped_column(
+        JSONType, nullable=False, default=dict, server_default=text("'{}'"))
+    resource_count: Mapped[int] = mapped_column(
+        Integer, nullable=False, default=0, server_default=text("0"))
 
 
 class Decision(Base):

@@ -6,12 +6,22 @@ The format (``etc/cortex/demo-fleet.yaml`` is the worked example)::
     hosts:        [{host, node?, uuid, availability_zone?, hypervisor_type?,
                     hypervisor_version?, cpu_arch?, enabled?, up?, disabled_reason?,
                     traits?: [str], inventories?: {RC: {total, reserved?, min_unit?,
-                    max_unit?, step_size?, allocation_ratio?, used?}}}]
+                    max_unit?, step_size?, allocation_ratio?, used?}},
+                    features?: {name: float}, cpu_features?: [str],
+                    instances?: [{uuid, project_id?, vm_state?, task_state?, cpu_busy?}],
+                    migrations?: [{uuid, instance_uuid?, source_host?, dest_host?, status,
+                                  resources?: {RC: int}}],
+                    failed_builds?: int, allowed_projects?: [str]}]
     storage_pools: [{service: cinder|manila, name: host@backend#pool,
                     availability_zone?, total_capacity_gb, free_capacity_gb,
                     allocated_capacity_gb?, provisioned_capacity_gb?, reserved_percentage?,
                     max_over_subscription_ratio?, thin_provisioning_support?,
-                    thick_provisioning_support?, capabilities?: {}}]
+                    thick_provisioning_support?, capabilities?: {},
+                    features?: {name: float}, resource_count?: int}]
+
+The optional host and pool facts (features, cpu_features, instances, migrations,
+failed_builds, allowed_projects, resource_count) are what the syncers fill in
+production; see :class:`cortex.knowledge.view.HostState`.
 
 An import replaces the whole knowledge snapshot in one transaction and bumps the
 knowledge version, so a bad file (rejected by the schema below) changes nothing.
@@ -38,6 +48,22 @@ _INVENTORY = {
     | {"allocation_ratio": {"type": "number", "exclusiveMinimum": 0}},
 }
 _STR_OR_NULL = {"type": ["string", "null"]}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_FEATURES = {"type": "object", "additionalProperties": {"type": "number"}}
+_COUNT = {"type": "integer", "minimum": 0}
+_INSTANCE = {
+    "type": "object", "required": ["uuid"], "additionalProperties": False,
+    "properties": {"uuid": {"type": "string"}, "project_id": _STR_OR_NULL,
+                   "vm_state": _STR_OR_NULL, "task_state": _STR_OR_NULL,
+                   "cpu_busy": {"type": "number", "minimum": 0}},
+}
+_MIGRATION = {
+    "type": "object", "required": ["uuid", "status"], "additionalProperties": False,
+    "properties": {"uuid": {"type": "string"}, "instance_uuid": _STR_OR_NULL,
+                   "source_host": _STR_OR_NULL, "dest_host": _STR_OR_NULL,
+                   "status": {"type": "string"},
+                   "resources": {"type": "object", "additionalProperties": _COUNT}},
+}
 FLEET_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -58,8 +84,12 @@ FLEET_SCHEMA: dict[str, Any] = {
                 "hypervisor_type": _STR_OR_NULL, "hypervisor_version": {"type": "integer"},
                 "cpu_arch": _STR_OR_NULL, "enabled": {"type": "boolean"},
                 "up": {"type": "boolean"}, "disabled_reason": _STR_OR_NULL,
-                "traits": {"type": "array", "items": {"type": "string"}},
+                "traits": _STRINGS,
                 "inventories": {"type": "object", "additionalProperties": _INVENTORY},
+                "features": _FEATURES, "cpu_features": _STRINGS,
+                "instances": {"type": "array", "items": _INSTANCE},
+                "migrations": {"type": "array", "items": _MIGRATION},
+                "failed_builds": _COUNT, "allowed_projects": _STRINGS,
             }}},
         "storage_pools": {"type": "array", "items": {
             "type": "object", "additionalProperties": False,
@@ -69,6 +99,7 @@ FLEET_SCHEMA: dict[str, Any] = {
                 "availability_zone": _STR_OR_NULL, "capabilities": {"type": "object"},
                 "thin_provisioning_support": {"type": "boolean"},
                 "thick_provisioning_support": {"type": "boolean"},
+                "features": _FEATURES, "resource_count": _COUNT,
             } | {k: {"type": "number", "minimum": 0} for k in (
                 "total_capacity_gb", "free_capacity_gb", "allocated_capacity_gb",
                 "provisioned_capacity_gb", "reserved_percentage",
@@ -146,6 +177,12 @@ def _insert_node(connection: Connection, host: Mapping[str, Any]) -> None:
         hypervisor_version=host.get("hypervisor_version"), cpu_arch=host.get("cpu_arch"),
         enabled=host.get("enabled", True), up=host.get("up", True),
         disabled_reason=host.get("disabled_reason"), traits=list(host.get("traits", ())),
+        features=dict(host.get("features") or {}),
+        cpu_features=list(host.get("cpu_features", ())),
+        instances=[dict(i) for i in host.get("instances", ())],
+        migrations=[dict(m) for m in host.get("migrations", ())],
+        failed_builds=host.get("failed_builds", 0),
+        allowed_projects=list(host.get("allowed_projects", ())),
     ).returning(models.ComputeNode.id)).scalar_one()
     rows = [{"compute_node_id": node_id, "resource_class": rc, "total": inv["total"],
              "reserved": inv.get("reserved", 0), "min_unit": inv.get("min_unit", 1),
@@ -170,4 +207,6 @@ def _pool_row(pool: Mapping[str, Any]) -> dict[str, Any]:
         "thin_provisioning_support": pool.get("thin_provisioning_support", False),
         "thick_provisioning_support": pool.get("thick_provisioning_support", True),
         "capabilities": dict(pool.get("capabilities") or {}),
+        "features": dict(pool.get("features") or {}),
+        "resource_count": pool.get("resource_count", 0),
     }

@@ -13,8 +13,10 @@ from cortex.db import models
 from cortex.knowledge.view import (
     Aggregate,
     HostState,
+    InstanceSummary,
     Inventory,
     KnowledgeView,
+    MigrationSummary,
     NodeState,
     StoragePoolState,
 )
@@ -95,8 +97,40 @@ def _hosts(nodes, aggregates: dict[str, list[Aggregate]]) -> MappingProxyType:
             aggregates=tuple(aggregates.get(host, ())),
             nodes=MappingProxyType(node_states),
             traits=frozenset().union(*(n.traits for n in node_states.values())),
+            **_host_facts(rows),
         )
     return MappingProxyType(hosts)
+
+
+def _host_facts(rows) -> dict:
+    """The syncers' host facts of a host's node rows (see ComputeNode).
+
+    Features merge over the nodes; CPU features are those every node has; instances
+    and migrations are listed once each; failed builds add up; allowed projects unite.
+    """
+    features: dict[str, float] = {}
+    instances: dict[str, InstanceSummary] = {}
+    migrations: dict[str, MigrationSummary] = {}
+    for row in rows:
+        features.update({k: float(v) for k, v in (row.features or {}).items()})
+        for item in row.instances or ():
+            instances.setdefault(item["uuid"], InstanceSummary(
+                item["uuid"], item.get("project_id"), item.get("vm_state"),
+                item.get("task_state"), float(item.get("cpu_busy") or 0.0)))
+        for item in row.migrations or ():
+            migrations.setdefault(item["uuid"], MigrationSummary(
+                item["uuid"], item.get("instance_uuid"), item.get("source_host"),
+                item.get("dest_host"), item["status"],
+                MappingProxyType(dict(item.get("resources") or {}))))
+    return {
+        "features": MappingProxyType(features),
+        "cpu_features": frozenset.intersection(
+            *(frozenset(r.cpu_features or ()) for r in rows)),
+        "instances": tuple(instances.values()),
+        "migrations": tuple(migrations.values()),
+        "failed_builds": sum(r.failed_builds or 0 for r in rows),
+        "allowed_projects": frozenset().union(*(r.allowed_projects or () for r in rows)),
+    }
 
 
 def _pools(rows) -> MappingProxyType:
@@ -107,5 +141,7 @@ def _pools(rows) -> MappingProxyType:
             r.name, r.availability_zone, r.total_capacity_gb, r.free_capacity_gb,
             r.allocated_capacity_gb, r.provisioned_capacity_gb, r.reserved_percentage,
             r.max_over_subscription_ratio, r.thin_provisioning_support,
-            r.thick_provisioning_support, MappingProxyType(dict(r.capabilities or {})))
+            r.thick_provisioning_support, MappingProxyType(dict(r.capabilities or {})),
+            MappingProxyType({k: float(v) for k, v in (r.features or {}).items()}),
+            r.resource_count or 0)
     return MappingProxyType({k: MappingProxyType(v) for k, v in by_service.items()})

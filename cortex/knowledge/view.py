@@ -2,6 +2,11 @@
 
 A view is built from the database once per knowledge version and shared by every
 request a worker serves until the version moves; nothing in it is ever mutated.
+
+Facts that the OpenStack and Prometheus syncers fill (instances per host, in-progress
+migrations, Prometheus features, failed builds, CPU features, allowed projects) are
+optional: they default to empty, so a view built from a fleet file without them is
+valid and the plugins that read them simply have nothing to weigh.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
+
+EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +71,40 @@ class Aggregate:
 
 
 @dataclass(frozen=True, slots=True)
+class InstanceSummary:
+    """An instance on a host, as the syncers summarise it (Nova's servers API, Prometheus).
+
+    ``vm_state``/``task_state`` are Nova's (``building``, ``resize_migrating``, ...);
+    ``cpu_busy`` is the share of the instance's own vCPU time spent busy over the
+    syncer's window (0..1, from Prometheus; 0 when unknown).
+    """
+
+    uuid: str
+    project_id: str | None = None
+    vm_state: str | None = None
+    task_state: str | None = None
+    cpu_busy: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationSummary:
+    """An in-progress migration into or out of a host (Nova's os-migrations).
+
+    ``resources`` (resource class -> amount) is the claim the migration holds on this
+    host that the node's Placement ``used`` does NOT include yet; the syncer leaves out
+    migrations whose allocations Placement already shows, so counting them never counts
+    twice. ``status`` is Nova's migration status (``queued``, ``preparing``, ``running``...).
+    """
+
+    uuid: str
+    instance_uuid: str | None
+    source_host: str | None
+    dest_host: str | None
+    status: str
+    resources: Mapping[str, int] = field(default_factory=lambda: EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
 class NodeState:
     """One compute node (a Placement root provider) of a host."""
 
@@ -83,6 +124,14 @@ class HostState:
     ``enabled`` is the service status an operator sets, ``up`` its liveness;
     ``nodes`` maps ``hypervisor_hostname`` to NodeState (one for KVM, several for
     Ironic or VMware clusters). ``traits`` is the union of the nodes' traits.
+
+    Filled by the syncers, empty when unknown: ``features`` (Prometheus features by
+    dotted name, e.g. ``cpu.busy``, ``cpu.steal``, ``cpu.contention``, as fractions
+    0..1), ``cpu_features`` (the host CPU's flags, libvirt's ``cpu_info.features``),
+    ``instances`` (InstanceSummary per instance on the host), ``migrations``
+    (MigrationSummary, see there), ``failed_builds`` (Nova's count of recent build
+    failures on the host, reset by a success) and ``allowed_projects`` (when not
+    empty, the only projects the host may serve).
     """
 
     host: str
@@ -93,6 +142,12 @@ class HostState:
     aggregates: tuple[Aggregate, ...]
     nodes: Mapping[str, NodeState]
     traits: frozenset[str]
+    features: Mapping[str, float] = field(default_factory=lambda: EMPTY)
+    cpu_features: frozenset[str] = frozenset()
+    instances: tuple[InstanceSummary, ...] = ()
+    migrations: tuple[MigrationSummary, ...] = ()
+    failed_builds: int = 0
+    allowed_projects: frozenset[str] = frozenset()
 
     def nodes_named(self, names: tuple[str, ...]) -> tuple[NodeState, ...]:
         """The nodes the caller named (all nodes when it named none or none is known)."""
@@ -102,7 +157,13 @@ class HostState:
 
 @dataclass(frozen=True, slots=True)
 class StoragePoolState:
-    """A Cinder or Manila pool (``host@backend#pool``); capacities in GiB."""
+    """A Cinder or Manila pool (``host@backend#pool``); capacities in GiB.
+
+    Filled by the syncers, empty when unknown: ``features`` (Prometheus features by
+    dotted name, e.g. ``pool.utilisation`` or the storage node's ``cpu.busy``, 0..1) and
+    ``resource_count`` (volumes or shares on the pool, Cinder's ``VolumeNumberWeigher``
+    count).
+    """
 
     name: str
     availability_zone: str | None
@@ -115,6 +176,8 @@ class StoragePoolState:
     thin_provisioning_support: bool
     thick_provisioning_support: bool
     capabilities: Mapping[str, Any]
+    features: Mapping[str, float] = field(default_factory=lambda: EMPTY)
+    resource_count: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,12 +96,12 @@ def run_pipeline(pipeline: Pipeline, request: Any, view: KnowledgeView,
     steps = []
     for step in pipeline.filters:
         _check_budget(step, deadline, started)
-        record, alive = _run_filter(step, request, alive)
+        record, alive = _run_filter(step, request, alive, view)
         steps.append(record)
     final = {c.host: math.tanh(c.weight) for c, _ in alive}
     for step in pipeline.weighers:
         _check_budget(step, deadline, started)
-        steps.append(_run_weigher(step, request, alive, final))
+        steps.append(_run_weigher(step, request, alive, final, view))
     alive.sort(key=lambda cs: (-final[cs[0].host], -cs[0].weight, order[cs[0].host]))
     hosts = [c.host for c, _ in alive]
     if (pipeline.unknown_hosts or unknown_policy) == "keep":
@@ -132,7 +132,8 @@ def _skip_reason(step: Step, request: Any) -> str | None:
     return None
 
 
-def _run_filter(step: Step, request: Any, alive: list) -> tuple[StepRecord, list]:
+def _run_filter(step: Step, request: Any, alive: list,
+                view: KnowledgeView) -> tuple[StepRecord, list]:
     """Apply one filter; return its record and the hosts still alive."""
     record = StepRecord(step.name, "filter", "ran", shadow=step.shadow, hosts_in=len(alive))
     record.reason = _skip_reason(step, request)
@@ -141,8 +142,9 @@ def _run_filter(step: Step, request: Any, alive: list) -> tuple[StepRecord, list
         return record, alive
     started = time.perf_counter()
     try:
+        plugin = step.plugin.bind(request, view)
         for candidate, state in alive:
-            reason = step.plugin.check(state, request, candidate)
+            reason = plugin.check(state, request, candidate)
             if reason is not None:
                 record.removed[candidate.host] = reason
         _check_duration(step, (time.perf_counter() - started) * 1000)
@@ -159,7 +161,8 @@ def _run_filter(step: Step, request: Any, alive: list) -> tuple[StepRecord, list
     return record, [(c, s) for c, s in alive if c.host not in record.removed]
 
 
-def _run_weigher(step: Step, request: Any, alive: list, final: dict[str, float]) -> StepRecord:
+def _run_weigher(step: Step, request: Any, alive: list, final: dict[str, float],
+                 view: KnowledgeView) -> StepRecord:
     """Apply one weigher, adding ``multiplier * tanh(raw)`` into ``final`` (all or nothing)."""
     record = StepRecord(step.name, "weigher", "ran", multiplier=step.multiplier,
                         hosts_in=len(alive))
@@ -169,8 +172,9 @@ def _run_weigher(step: Step, request: Any, alive: list, final: dict[str, float])
         return record
     started = time.perf_counter()
     try:
+        plugin = step.plugin.bind(request, view)
         for candidate, state in alive:
-            raw = float(step.plugin.weigh(state, request, candidate))
+            raw = float(plugin.weigh(state, request, candidate))
             if not math.isfinite(raw):
                 raise ValueError(f"weight {raw} for {candidate.host} is not finite")
             record.raw[candidate.host] = raw

@@ -43,6 +43,16 @@ class Plugin:
         """False to skip this step for ``request`` (recorded as skipped); default True."""
         return True
 
+    def bind(self, request: Any, view: Any) -> Plugin:
+        """The plugin that judges ``request``'s hosts; default ``self``.
+
+        A plugin whose rule needs more than the judged host (the live-migration
+        source, the largest candidate) returns a new instance holding what it looked up
+        in the KnowledgeView ``view``; the configured instance stays untouched, as it is
+        shared by concurrent requests. Called once per request, after ``applies``.
+        """
+        return self
+
 
 class Filter(Plugin):
     """Removes hosts: implement ``check``.

@@ -78,11 +78,13 @@ class Destination:
 
     ``aggregates`` follows Nova: each entry is a comma-joined list of aggregate
     uuids meaning "any of these", and all entries must hold (AND of ORs).
+    ``forbidden_aggregates`` (Nova's Destination 1.3) are uuids the host must be in none of.
     """
 
     host: str | None
     node: str | None
     aggregates: tuple[tuple[str, ...], ...]
+    forbidden_aggregates: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +261,8 @@ def _destination(dest: Mapping[str, Any] | None) -> Destination | None:
         return None
     aggregates = tuple(tuple(a for a in entry.split(",") if a)
                        for entry in strings(dest.get("aggregates")))
-    return Destination(host=dest.get("host"), node=dest.get("node"), aggregates=aggregates)
+    return Destination(host=dest.get("host"), node=dest.get("node"), aggregates=aggregates,
+                       forbidden_aggregates=frozenset(strings(dest.get("forbidden_aggregates"))))
 
 
 def _traits(extra_specs: Mapping[str, str]) -> tuple[frozenset[str], frozenset[str]]:

@@ -161,7 +161,7 @@ def test_oversized_body_is_413(engine, database_url):
 
 @pytest.mark.parametrize("pipeline, fragment", [
     ("no-such-pipeline", "unknown pipeline 'no-such-pipeline'"),
-    ("cinder-pool-balancing", "is for cinder, not nova"),
+    ("cinder-external-scheduler", "is for cinder, not nova"),
 ])
 def test_pipeline_that_cannot_be_chosen_is_400(client, pipeline, fragment):
     error = assert_error(post(client, "nova", nova_body() | {"pipeline": pipeline}), 400)
@@ -182,8 +182,8 @@ def test_explicit_pipeline_is_used(client, app):
     ("nova/vgpu-mig-3g", "kvm-gpu-bin-packing"),
     ("nova/accel-device-profile", "kvm-gpu-bin-packing"),
     ("nova/cpu-general-purpose", "kvm-general-purpose-load-balancing"),
-    ("cinder/create-volume-thin-qos", "cinder-pool-balancing"),
-    ("manila/create-share-nfs", "manila-pool-balancing"),
+    ("cinder/create-volume-thin-qos", "cinder-external-scheduler"),
+    ("manila/create-share-nfs", "manila-external-scheduler"),
 ])
 def test_pipeline_is_inferred_from_the_request(client, app, fixture, pipeline):
     service, name = fixture.split("/")

@@ -85,3 +85,78 @@ def test_failed_import_leaves_previous_snapshot(db):
         import_fleet(db, duplicate)
     savepoint.rollback()
     assert set(load_view(db).hosts) == {"h1", "h2", "vc"}
+
+
+FACTS = {
+    "hosts": [
+        {"host": "h", "uuid": "u1", "features": {"cpu.busy": 0.5, "cpu.steal": 0.02},
+         "cpu_features": ["avx2", "vmx", "aes"], "failed_builds": 1,
+         "allowed_projects": ["p1"],
+         "instances": [{"uuid": "i1", "project_id": "p1", "task_state": "image_snapshot",
+                        "cpu_busy": 0.9}, {"uuid": "i2"}],
+         "migrations": [{"uuid": "m1", "instance_uuid": "i3", "source_host": "x",
+                         "dest_host": "h", "status": "running",
+                         "resources": {"VCPU": 4, "MEMORY_MB": 8192}}]},
+        # a second node of a host with facts: CPU flags intersect, builds add up,
+        # features merge, instances and migrations are listed once
+        {"host": "vc", "node": "a", "uuid": "u2", "cpu_features": ["avx2", "vmx"],
+         "failed_builds": 1, "features": {"cpu.busy": 0.1},
+         "instances": [{"uuid": "i9"}], "migrations": [{"uuid": "m9", "status": "queued"}]},
+        {"host": "vc", "node": "b", "uuid": "u3", "cpu_features": ["avx2"],
+         "failed_builds": 2, "features": {"cpu.contention": 0.3},
+         "instances": [{"uuid": "i9"}], "migrations": [{"uuid": "m9", "status": "queued"}]},
+        {"host": "bare", "uuid": "u4"},
+    ],
+    "storage_pools": [{"service": "manila", "name": "s@b#p", "total_capacity_gb": 100,
+                       "free_capacity_gb": 40, "features": {"cpu.busy": 0.7},
+                       "resource_count": 12}],
+}
+
+
+def test_host_and_pool_facts_round_trip(db):
+    import_fleet(db, FACTS)
+    view = load_view(db)
+    h = view.hosts["h"]
+    assert dict(h.features) == {"cpu.busy": 0.5, "cpu.steal": 0.02}
+    assert h.cpu_features == {"avx2", "vmx", "aes"} and h.failed_builds == 1
+    assert h.allowed_projects == {"p1"}
+    assert [(i.uuid, i.project_id, i.task_state, i.cpu_busy) for i in h.instances] == [
+        ("i1", "p1", "image_snapshot", 0.9), ("i2", None, None, 0.0)]
+    (m,) = h.migrations
+    assert (m.dest_host, m.status, dict(m.resources)) == ("h", "running",
+                                                          {"VCPU": 4, "MEMORY_MB": 8192})
+    vc = view.hosts["vc"]
+    assert vc.cpu_features == {"avx2"} and vc.failed_builds == 3
+    assert dict(vc.features) == {"cpu.busy": 0.1, "cpu.contention": 0.3}
+    assert [i.uuid for i in vc.instances] == ["i9"] and [m.uuid for m in vc.migrations] == ["m9"]
+    bare = view.hosts["bare"]
+    assert (dict(bare.features), bare.cpu_features, bare.instances, bare.migrations,
+            bare.failed_builds, bare.allowed_projects) == ({}, frozenset(), (), (), 0, frozenset())
+    pool = view.pools["manila"]["s@b#p"]
+    assert dict(pool.features) == {"cpu.busy": 0.7} and pool.resource_count == 12
+
+
+def test_rows_written_without_the_new_columns_get_empty_facts(db):
+    from sqlalchemy import text
+
+    db.execute(text("INSERT INTO compute_nodes (host, node, uuid, enabled, up, traits) "
+                    "VALUES ('old', 'old', 'u-old', true, true, '[]')"))
+    state = load_view(db).hosts["old"]
+    assert (dict(state.features), state.instances, state.failed_builds) == ({}, (), 0)
+
+
+@pytest.mark.parametrize("host, message", [
+    ({"features": {"cpu.busy": "high"}}, "'high' is not of type 'number'"),
+    ({"instances": [{"project_id": "p"}]}, "'uuid' is a required property"),
+    ({"migrations": [{"uuid": "m", "status": "running", "resources": {"VCPU": -1}}]},
+     "-1 is less than the minimum of 0"),
+    ({"failed_builds": -1}, "-1 is less than the minimum of 0"),
+])
+def test_bad_facts_are_rejected(tmp_path, host, message):
+    import yaml
+
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump({"hosts": [{"host": "h", "uuid": "u"} | host]}))
+    with pytest.raises(FleetError) as info:
+        read_fleet(path)
+    assert message in str(info.value)

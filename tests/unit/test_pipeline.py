@@ -284,3 +284,26 @@ def test_entry_point_that_is_not_a_plugin_is_refused(monkeypatch):
                         lambda group: [Bad()] if group == "cortex.filters" else [])
     with pytest.raises(registry.PluginError, match="is not a Filter"):
         registry.load_entry_points()
+
+
+@register
+class NeighbourWeigher(Weigher):
+    """Test weigher: binds to the view and weighs how many known hosts the request offers."""
+
+    name = "test_neighbours"
+    bound_to = None
+
+    def bind(self, request, view):
+        bound = NeighbourWeigher(self.options)
+        bound.bound_to = sum(1 for c in request.candidates if c.host in view.hosts)
+        return bound
+
+    def weigh(self, host, request, candidate):
+        return float(self.bound_to)
+
+
+def test_plugins_bind_once_per_request_to_the_view():
+    p = pipeline(weighers=[{"name": "test_neighbours"}])
+    result = run(p, {h: 0.0 for h in HOSTS}, known=["a", "b"])
+    assert result.steps[0].raw == {"a": 2.0, "b": 2.0}
+    assert p.weighers[0].plugin.bound_to is None   # the configured plugin stays untouched

@@ -2,12 +2,13 @@
 
 Cinder's and Manila's CapacityFilter (``cinder/scheduler/filters/capacity_filter.py``):
 free space less ``reserved_percentage`` of the total must hold the size; with thin
-provisioning (the type asks for thin — ``provisioning:type=thin`` in Cinder,
-``thin_provisioning=<is> True`` in Manila, thin being Cinder's default — and the
-pool supports it with ``max_over_subscription_ratio >= 1``) the provisioned ratio
+provisioning (the type does not ask for thick — Cinder's and Manila's
+``use_thin_logic``: ``provisioning:type`` other than ``thick`` in Cinder,
+``thin_provisioning`` absent or true (``<is> True``) in Manila — and the pool
+supports it with ``max_over_subscription_ratio >= 1``) the provisioned ratio
 after placement must stay within ``max_over_subscription_ratio`` and the free space
 times that ratio must hold the size. Not run for ``extend_volume``: the new size is
-not in the body.
+not in the body. Invert: none; drop the step (the caller's own CapacityFilter ran).
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ from __future__ import annotations
 import math
 
 from cortex.plugins.base import Filter
+from cortex.plugins.extra_specs import match
 from cortex.plugins.registry import register
-
-_TRUE = ("true", "<is> true", "1", "yes")
 
 
 @register
@@ -53,9 +53,14 @@ class CapacityFilter(Filter):
 
 
 def wants_thin(request) -> bool:
-    """Whether the volume/share type asks for (or defaults to) thin provisioning."""
+    """Whether the volume/share type asks for (or defaults to) thin provisioning.
+
+    Cinder's and Manila's ``use_thin_logic`` (``cinder/scheduler/utils.py``,
+    ``manila/scheduler/utils.py``): thin unless the type says thick.
+    """
     if request.service == "cinder":
         kind = request.volume_type.extra_specs.get("provisioning:type")
         return kind != "thick"
-    value = request.share_type.extra_specs.get("thin_provisioning", "")
-    return value.strip().lower() in _TRUE
+    specs = request.share_type.extra_specs
+    value = specs.get("thin_provisioning", specs.get("capabilities:thin_provisioning"))
+    return value is None or match(True, value)

@@ -5,7 +5,8 @@ a host is in the AZ of its AZ aggregate, and a host in none is in
 ``default_availability_zone`` (Nova's option, ``nova`` by default) — so such hosts
 are handled explicitly, not dropped by accident. Cinder and Manila
 (AvailabilityZoneFilter): the pool's zone must be one of the request's
-``availability_zones``. No zone requested: the filter does not run.
+``availability_zones``. No zone requested: the filter does not run. Invert: none;
+set ``default_availability_zone`` to place zone-less hosts.
 """
 
 from __future__ import annotations

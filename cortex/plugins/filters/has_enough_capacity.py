@@ -3,25 +3,36 @@
 Placement's rule per resource class, on the node(s) the caller named:
 ``used + requested <= (total - reserved) * allocation_ratio``, with ``min_unit``,
 ``max_unit`` and ``step_size``. The requested amounts are Nova's
-(:func:`cortex.request.nova.requested_resources`: VCPU or PCPU for pinned CPUs,
-MEMORY_MB, DISK_GB with swap and ephemeral, ``resources:*`` overrides). A class
-the host has no inventory of fails it. Only the classes in ``resource_classes``
-are checked. Not run on rebuild (the instance already holds its resources).
+(:func:`cortex.request.nova.requested_resources`: VCPU, or PCPU for
+``hw:cpu_policy=dedicated`` or ``resources:PCPU``; MEMORY_MB; DISK_GB with swap and
+ephemeral, 0 root disk when booting from volume; ``resources:*`` overrides). A class
+the host has no inventory of fails it. Only the classes in ``resource_classes`` are
+checked (the reference implementation ignores disk; Cortex checks it by default).
+In-progress migrations into or out of the host (HostState.migrations: claims
+Placement's usage does not show yet) count as used on both source and destination
+until they end (``count_migrations``). Not run on rebuild (the instance already holds
+its resources). Invert: none; narrow ``resource_classes`` to check fewer classes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
 
+# Nova's migration statuses after which a migration claims nothing any more.
+FINAL_STATUSES = frozenset({"confirmed", "reverted", "error", "failed", "completed",
+                            "cancelled", "done"})
+
 
 @dataclass(frozen=True)
 class HasEnoughCapacityOptions:
-    """``resource_classes``: which requested classes to check."""
+    """``resource_classes``: which requested classes to check; ``count_migrations``."""
 
     resource_classes: tuple[str, ...] = ("VCPU", "PCPU", "MEMORY_MB", "DISK_GB")
+    count_migrations: bool = True
 
 
 @register
@@ -32,24 +43,39 @@ class HasEnoughCapacityFilter(Filter):
     Options = HasEnoughCapacityOptions
 
     def check(self, host, request, candidate) -> str | None:
-        """Reason of the first node-independent refusal, when no named node fits."""
+        """Reason of the last named node's refusal, when no named node fits."""
         wanted = {rc: n for rc, n in request.resources.items()
                   if rc in self.options.resource_classes}
+        pending = migration_claims(host) if self.options.count_migrations else {}
         reason = "no node"
         for node in host.nodes_named(candidate.nodes):
-            reason = _refusal(node.inventories, wanted)
+            reason = _refusal(node.inventories, wanted, pending)
             if reason is None:
                 return None
         return reason
 
 
-def _refusal(inventories, wanted: dict[str, int]) -> str | None:
+def migration_claims(host) -> dict[str, int]:
+    """Resource amounts held on ``host`` by its in-progress migrations, per class."""
+    claims: dict[str, int] = {}
+    for migration in host.migrations:
+        if migration.status.lower() in FINAL_STATUSES:
+            continue
+        for rc, amount in migration.resources.items():
+            claims[rc] = claims.get(rc, 0) + amount
+    return claims
+
+
+def _refusal(inventories, wanted: dict[str, int], pending: dict[str, int]) -> str | None:
     """The first resource class of ``wanted`` that does not fit ``inventories``."""
     for rc, amount in wanted.items():
         inventory = inventories.get(rc)
         if inventory is None:
             return f"no {rc} inventory"
+        if pending.get(rc):
+            inventory = dataclasses.replace(inventory, used=inventory.used + pending[rc])
         refusal = inventory.refusal(amount)
         if refusal:
-            return f"{rc}: {refusal}"
+            suffix = f" (incl. {pending[rc]} for migrations)" if pending.get(rc) else ""
+            return f"{rc}: {refusal}{suffix}"
     return None

@@ -4,7 +4,8 @@ Placement's trait rules for Nova's request: flavor extra specs
 ``trait[N]:NAME=required|forbidden`` and the request level's ``root_required`` /
 ``root_forbidden`` (``RequestLevelParams``, e.g. ``!COMPUTE_STATUS_DISABLED``).
 Cortex checks them against the union of the host's provider traits, which is exact
-for single-provider hosts and lenient for nested providers.
+for single-provider hosts and lenient for nested providers. Invert: none; the
+flavor's ``forbidden`` traits are the inverse of its ``required`` ones.
 """
 
 from __future__ import annotations

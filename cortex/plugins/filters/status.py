@@ -3,7 +3,8 @@
 Nova's ComputeFilter (service disabled by an operator, or not heartbeating) plus
 the ``COMPUTE_STATUS_DISABLED`` trait that nova-compute puts on a disabled
 service's providers (Nova's ``compute_status_filter`` pre-filter). Not run on
-rebuild: the instance stays where it is (Nova's ``RUN_ON_REBUILD = False``).
+rebuild: the instance stays where it is (Nova's ``RUN_ON_REBUILD = False``). Invert:
+none; run it in ``shadow`` mode to only record what it would remove.
 """
 
 from __future__ import annotations

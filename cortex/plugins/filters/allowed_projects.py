@@ -1,0 +1,43 @@
+"""filter_allowed_projects: hosts reserved for some projects serve only those.
+
+A host may be reserved for projects by two sources: the ``allowed_projects`` the
+syncers record per host (HostState), and the comma-separated project ids under the
+aggregate metadata keys in ``aggregate_keys`` of any of its aggregates. Together they
+are the only projects the host serves; a host with neither serves every project.
+The same rule as Nova's AggregateMultiTenancyIsolation (``filter_tenant_id``, see
+filter_aggregate_multitenancy_isolation), for reservations kept outside Nova's
+aggregates. Not run on rebuild. Invert: none; drop the step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cortex.plugins.base import Filter
+from cortex.plugins.measures import aggregate_metadata
+from cortex.plugins.registry import register
+
+
+@dataclass(frozen=True)
+class AllowedProjectsOptions:
+    """``aggregate_keys``: aggregate metadata keys holding allowed project ids."""
+
+    aggregate_keys: tuple[str, ...] = ("allowed_projects",)
+
+
+@register
+class AllowedProjectsFilter(Filter):
+    """Remove hosts reserved for other projects."""
+
+    name = "filter_allowed_projects"
+    Options = AllowedProjectsOptions
+
+    def check(self, host, request, candidate) -> str | None:
+        """Reason when the host is reserved and the request's project is not allowed."""
+        metadata = aggregate_metadata(host)
+        allowed = set(host.allowed_projects).union(
+            *(metadata.get(k, ()) for k in self.options.aggregate_keys))
+        allowed.discard("")
+        if not allowed or request.project_id in allowed:
+            return None
+        return f"host is reserved for {len(allowed)} other project(s)"

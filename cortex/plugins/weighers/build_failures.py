@@ -1,0 +1,25 @@
+"""weigher_build_failures: avoid hosts where builds failed recently.
+
+Nova's BuildFailureWeigher (``nova/scheduler/weights/compute.py``): the raw weight is
+minus the host's count of recent build failures (``failed_builds``, reset by nova-compute
+after a successful build). Nova's default ``build_failure_weight_multiplier`` is
+1000000.0, large enough to override the other weighers; with Cortex's tanh squashing a
+multiplier of a few units does the same. A negative multiplier would prefer failing
+hosts: do not.
+"""
+
+from __future__ import annotations
+
+from cortex.plugins.base import Weigher
+from cortex.plugins.registry import register
+
+
+@register
+class BuildFailureWeigher(Weigher):
+    """Minus the recent build failures on the host."""
+
+    name = "weigher_build_failures"
+
+    def weigh(self, host, request, candidate) -> float:
+        """``-failed_builds``."""
+        return -float(host.failed_builds)

@@ -1,0 +1,40 @@
+"""weigher_contention: avoid hosts whose CPUs are contended (steal time, CPU ready).
+
+Like the reference implementation's weighers avoiding CPU-contended VMware hosts, for
+any contention feature (KVM's steal time by default): the raw weight is minus the host's
+Prometheus ``feature`` (default ``cpu.steal``, the share of time vCPUs waited for a
+physical CPU; ``cpu.contention`` on VMware) mapped from ``[lower_bound, upper_bound]``
+onto ``[0, 1]`` and clamped, so that hosts below the lower bound are all equal and hosts
+above the upper bound all avoided. A positive multiplier avoids contended hosts; a
+negative one would seek them. Hosts without the feature weigh 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cortex.plugins.base import Weigher
+from cortex.plugins.measures import bounded, feature
+from cortex.plugins.registry import register
+
+
+@dataclass(frozen=True)
+class ContentionOptions:
+    """The feature and the bounds (fractions) between which its effect grows."""
+
+    feature: str = "cpu.steal"
+    lower_bound: float = 0.02
+    upper_bound: float = 0.1
+
+
+@register
+class ContentionWeigher(Weigher):
+    """Minus the bounded contention of the host."""
+
+    name = "weigher_contention"
+    Options = ContentionOptions
+
+    def weigh(self, host, request, candidate) -> float:
+        """``-bounded(feature)`` in ``[-1, 0]``."""
+        value = feature(host.features, self.options.feature)
+        return -bounded(value, self.options.lower_bound, self.options.upper_bound)

@@ -1,0 +1,30 @@
+"""weigher_cpu: prefer hosts with more free CPUs left (spread), or fewer (stack).
+
+Nova's CPUWeigher (``nova/scheduler/weights/cpu.py``): the raw weight is the share of
+the node's CPU capacity (``(total - reserved) * allocation_ratio``) still free after
+placing the request, 1 for an empty node, 0 for a full one; the best of the named
+nodes counts. The class weighed is the one the request asks for: PCPU for pinned
+(``hw:cpu_policy=dedicated``) requests, VCPU otherwise (Nova weighs VCPU only). A
+positive multiplier spreads (Nova's default ``cpu_weight_multiplier = 1.0``), a negative
+one stacks. Nova weighs the absolute free count normalised over the candidates;
+Cortex weighs the share. A host without that inventory weighs 0.
+"""
+
+from __future__ import annotations
+
+from cortex.plugins.base import Weigher
+from cortex.plugins.measures import free_share
+from cortex.plugins.registry import register
+
+
+@register
+class CPUWeigher(Weigher):
+    """Free share of the requested CPU class after placement."""
+
+    name = "weigher_cpu"
+
+    def weigh(self, host, request, candidate) -> float:
+        """Highest free share among the named nodes (0 without inventory)."""
+        rc = "PCPU" if "PCPU" in request.resources else "VCPU"
+        shares = [free_share(n, rc, request) for n in host.nodes_named(candidate.nodes)]
+        return max((s for s in shares if s is not None), default=0.0)

@@ -1,0 +1,41 @@
+"""weigher_io_ops: prefer hosts with fewer instances in I/O-heavy operations.
+
+Nova's IoOpsWeigher (``nova/scheduler/weights/io_ops.py``): the raw weight is the
+host's ``num_io_ops`` — instances building or resizing, rebuilding, snapshotting,
+backing up, rescuing or unshelving (Nova's ``io_workload``) — divided by ``scale`` so
+that tanh keeps hosts apart. As in Nova (``io_ops_weight_multiplier = -1.0``), a
+negative multiplier prefers quiet hosts; a positive one prefers busy ones. Needs the
+syncers' instance list; without it every host weighs 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cortex.plugins.base import Weigher
+from cortex.plugins.measures import num_io_ops
+from cortex.plugins.registry import register
+
+
+@dataclass(frozen=True)
+class IoOpsOptions:
+    """``scale``: the I/O ops count that weighs 1 before tanh (> 0)."""
+
+    scale: float = 4.0
+
+    def __post_init__(self) -> None:
+        """Reject a non-positive scale."""
+        if self.scale <= 0:
+            raise ValueError("scale must be > 0")
+
+
+@register
+class IoOpsWeigher(Weigher):
+    """Instances in I/O-heavy operations on the host, scaled."""
+
+    name = "weigher_io_ops"
+    Options = IoOpsOptions
+
+    def weigh(self, host, request, candidate) -> float:
+        """``num_io_ops / scale``."""
+        return num_io_ops(host) / self.options.scale

@@ -1,0 +1,46 @@
+"""weigher_noisy_projects: keep a noisy project's VMs apart from each other.
+
+The reference implementation's noisy-project anti-affinity: a project whose VMs on
+a host are busy on average (mean ``cpu_busy`` of its instances there, from
+Prometheus) loads that host heavily, and its next VM should go elsewhere. The raw
+weight is minus that mean for the request's project, mapped from ``[lower_bound,
+upper_bound]`` onto ``[0, 1]`` and clamped; hosts where the project has no VM, or only
+quiet ones, weigh 0. A positive multiplier spreads noisy projects; a negative one
+would gather them. Needs the syncers' instance list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cortex.plugins.base import Weigher
+from cortex.plugins.measures import bounded
+from cortex.plugins.registry import register
+
+
+@dataclass(frozen=True)
+class NoisyProjectsOptions:
+    """Bounds (mean vCPU busy share, 0..1) between which a project counts as noisy."""
+
+    lower_bound: float = 0.5
+    upper_bound: float = 0.9
+
+
+@register
+class NoisyProjectsWeigher(Weigher):
+    """Minus the bounded mean busyness of the request's project on the host."""
+
+    name = "weigher_noisy_projects"
+    Options = NoisyProjectsOptions
+
+    def applies(self, request) -> bool:
+        """Only when the request names its project."""
+        return bool(request.project_id)
+
+    def weigh(self, host, request, candidate) -> float:
+        """``-bounded(mean cpu_busy of the project's instances on the host)``."""
+        busy = [i.cpu_busy for i in host.instances if i.project_id == request.project_id]
+        if not busy:
+            return 0.0
+        mean = sum(busy) / len(busy)
+        return -bounded(mean, self.options.lower_bound, self.options.upper_bound)

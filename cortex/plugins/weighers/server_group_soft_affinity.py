@@ -1,0 +1,29 @@
+"""weigher_server_group_soft_affinity: prefer hosts running members of a soft-affinity group.
+
+Nova's ServerGroupSoftAffinityWeigher (``nova/scheduler/weights/affinity.py``): for a
+request in a ``soft-affinity`` server group, the raw weight is the number of group
+members on the host (counted as :func:`cortex.plugins.measures.group_members_on_host`
+does); other requests are not weighed. A positive multiplier gathers the group (Nova's
+default ``soft_affinity_weight_multiplier = 1.0``); a negative one scatters it.
+"""
+
+from __future__ import annotations
+
+from cortex.plugins.base import Weigher
+from cortex.plugins.measures import group_members_on_host
+from cortex.plugins.registry import register
+
+
+@register
+class ServerGroupSoftAffinityWeigher(Weigher):
+    """Members of the request's soft-affinity group on the host."""
+
+    name = "weigher_server_group_soft_affinity"
+
+    def applies(self, request) -> bool:
+        """Only for a ``soft-affinity`` group."""
+        return bool(request.server_group and request.server_group.policy == "soft-affinity")
+
+    def weigh(self, host, request, candidate) -> float:
+        """The member count."""
+        return float(group_members_on_host(host, request.server_group))

@@ -1,0 +1,66 @@
+"""Every in-tree plugin is documented, configurable, listed and used by a shipped pipeline."""
+
+import dataclasses
+import inspect
+import sys
+
+import pytest
+
+from cortex import conf
+from cortex.cmd import manage
+from cortex.pipeline.config import load_pipelines
+from cortex.plugins.registry import FILTERS, WEIGHERS, load_all
+from tests.conftest import REPO
+
+load_all()
+IN_TREE = sorted(
+    (name, cls) for table in (FILTERS, WEIGHERS) for name, cls in table.items()
+    if cls.__module__.startswith("cortex.plugins."))
+SHIPPED = load_pipelines(conf.shipped_file("pipelines.yaml"))
+PIPELINE_NAMES = ("kvm-general-purpose-load-balancing", "kvm-hana-bin-packing",
+                  "kvm-gpu-bin-packing", "vmware-general-purpose-load-balancing",
+                  "vmware-hana-bin-packing", "cinder-external-scheduler",
+                  "manila-external-scheduler")
+
+
+def test_the_catalogue_is_complete():
+    # the issue's list: 19 filters and 18 weighers across Nova, Cinder and Manila
+    assert len([n for n, _ in IN_TREE if n.startswith("filter_")]) == 19
+    assert len([n for n, _ in IN_TREE if n.startswith("weigher_")]) == 18
+
+
+@pytest.mark.parametrize("name, cls", IN_TREE, ids=[n for n, _ in IN_TREE])
+def test_plugin_is_documented(name, cls):
+    doc = inspect.getdoc(sys.modules[cls.__module__])
+    assert doc.startswith(f"{name}: "), "the module docstring names the plugin"
+    assert any(word in doc for word in ("Nova", "Cinder", "Manila", "Placement",
+                                        "reference implementation")), "states its source"
+    assert "nvert" in doc or "multiplier" in doc, "says how to invert it"
+    assert dataclasses.is_dataclass(cls.Options)
+    assert cls.__doc__ and cls.check.__doc__ if name.startswith("filter_") else cls.weigh.__doc__
+
+
+@pytest.mark.parametrize("name, cls", IN_TREE, ids=[n for n, _ in IN_TREE])
+def test_plugin_is_used_by_a_shipped_pipeline(name, cls):
+    used = {step.name for p in SHIPPED.pipelines.values() for step in p.filters + p.weighers}
+    assert name in used
+
+
+def test_shipped_pipelines_are_the_issues_and_documented_in_the_readme():
+    assert set(SHIPPED.pipelines) == set(PIPELINE_NAMES)
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Shipped pipelines", 1)[1].split("\n## ", 1)[0]
+    for name in PIPELINE_NAMES:
+        assert f"`{name}`" in section
+    assert SHIPPED.defaults == {"nova": "kvm-general-purpose-load-balancing",
+                                "cinder": "cinder-external-scheduler",
+                                "manila": "manila-external-scheduler"}
+
+
+def test_plugins_list_shows_every_plugin_with_its_options(capsys):
+    assert manage.main(["plugins", "list"]) == 0
+    out = capsys.readouterr().out
+    for name, cls in IN_TREE:
+        assert f"{name} ({'filter' if name.startswith('filter_') else 'weigher'}" in out
+        for field in dataclasses.fields(cls.Options):
+            assert f"option {field.name}:" in out
