@@ -149,10 +149,18 @@ class HostState:
     failed_builds: int = 0
     allowed_projects: frozenset[str] = frozenset()
 
+    all_nodes: tuple[NodeState, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Precompute the node tuple: plugins ask for it for every host of every request."""
+        object.__setattr__(self, "all_nodes", tuple(self.nodes.values()))
+
     def nodes_named(self, names: tuple[str, ...]) -> tuple[NodeState, ...]:
         """The nodes the caller named (all nodes when it named none or none is known)."""
+        if len(self.all_nodes) <= 1 or not names:
+            return self.all_nodes
         chosen = tuple(self.nodes[n] for n in names if n in self.nodes)
-        return chosen or tuple(self.nodes.values())
+        return chosen or self.all_nodes
 
 
 @dataclass(frozen=True, slots=True)

@@ -307,3 +307,15 @@ def test_plugins_bind_once_per_request_to_the_view():
     result = run(p, {h: 0.0 for h in HOSTS}, known=["a", "b"])
     assert result.steps[0].raw == {"a": 2.0, "b": 2.0}
     assert p.weighers[0].plugin.bound_to is None   # the configured plugin stays untouched
+
+
+def test_capabilities_table_follows_the_view_not_its_version_number():
+    from tests.fakes import inventory
+
+    p = pipeline(filters=[{"name": "filter_compute_capabilities"}])
+    request = nova(hosts=["a"], flavor={"extra_specs": {"capabilities:vcpus_total": ">= 32"}})
+    small = view(host("a", inventories={"VCPU": inventory(8)}), version=7)
+    big = view(host("a", inventories={"VCPU": inventory(64)}), version=7)
+    assert run_pipeline(p, request, small).hosts == []
+    assert run_pipeline(p, request, big).hosts == ["a"]
+    assert run_pipeline(p, request, small).hosts == []

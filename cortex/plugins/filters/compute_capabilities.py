@@ -42,16 +42,58 @@ class ComputeCapabilitiesFilter(Filter):
         """Only when the flavor has extra specs."""
         return bool(request.flavor.extra_specs)
 
+    def bind(self, request, view) -> CapabilitiesBound:
+        """The filter with the capabilities of ``view``'s nodes, built once per version."""
+        return CapabilitiesBound(self.options, _capabilities_of(view))
+
+    def check(self, host, request, candidate) -> str | None:
+        """Reason of the last named node's first unmet spec, when no node meets them all."""
+        return self.bind(request, None).check(host, request, candidate)
+
+
+class CapabilitiesBound(ComputeCapabilitiesFilter):
+    """ComputeCapabilitiesFilter bound to the capabilities table of one knowledge view."""
+
+    def __init__(self, options, table: dict) -> None:
+        super().__init__(options)
+        self._table = table
+
+    def bind(self, request, view) -> CapabilitiesBound:
+        """Already bound."""
+        return self
+
     def check(self, host, request, candidate) -> str | None:
         """Reason of the last named node's first unmet spec, when no node meets them all."""
         reason = "no node"
         for node in host.nodes_named(candidate.nodes):
-            reason = unmet(request.flavor.extra_specs, node_capabilities(host, node),
+            capabilities = self._table.get((host.host, node.node))
+            if capabilities is None:
+                capabilities = node_capabilities(host, node)
+            reason = unmet(request.flavor.extra_specs, capabilities,
                            "capabilities", unscoped="if-present",
                            fold_case=frozenset(self.options.fold_case))
             if reason is None:
                 return None
         return reason
+
+
+_LAST: list = [None, {}]  # [view, table]: the table of the newest view asked for
+
+
+def _capabilities_of(view) -> dict:
+    """``{(host, node): capabilities}`` for ``view``, computed once per view.
+
+    Views are immutable and replaced as a whole when knowledge changes, so the table
+    of the last view asked for is kept, by identity; a racing rebuild is harmless.
+    """
+    if view is None:
+        return {}
+    cached_view, table = _LAST
+    if cached_view is not view:
+        table = {(h.host, n.node): node_capabilities(h, n)
+                 for h in view.hosts.values() for n in h.all_nodes}
+        _LAST[:] = [view, table]
+    return table
 
 
 def node_capabilities(host, node) -> dict:
