@@ -10,6 +10,8 @@ from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import Session, selectinload
 
 from cortex.db import models
+from cortex.knowledge.topology import HostTopology, topology_from_report
+from cortex.knowledge.topology_store import read_reports
 from cortex.knowledge.view import (
     Aggregate,
     HostState,
@@ -45,10 +47,11 @@ def load_view(bind: Engine | Connection) -> KnowledgeView:
             select(models.ComputeNode).options(selectinload(models.ComputeNode.inventories))
         ).all()
         pools = session.scalars(select(models.StoragePool)).all()
+        topologies = _topologies(session)
         return KnowledgeView(
             version=int(version),
             loaded_at=datetime.now(UTC),
-            hosts=_hosts(nodes, _aggregates_by_host(aggregates)),
+            hosts=_hosts(nodes, _aggregates_by_host(aggregates), topologies),
             pools=_pools(pools),
         )
 
@@ -76,7 +79,19 @@ def _node(row: models.ComputeNode) -> NodeState:
                      row.cpu_arch, frozenset(row.traits or ()), MappingProxyType(inventories))
 
 
-def _hosts(nodes, aggregates: dict[str, list[Aggregate]]) -> MappingProxyType:
+def _topologies(session: Session) -> dict[str, HostTopology]:
+    """Each reporting host's HostTopology, built once per view.
+
+    GPUs' ``in_use`` comes from the reports (agent or fleet); once Placement's PCI and
+    vGPU child providers are synced, their usage is joined here by PCI address with
+    :func:`cortex.knowledge.topology.placement_gpu_usage` and takes precedence.
+    """
+    return {host: topology_from_report(document, document["reported_at"])
+            for host, document in read_reports(session).items()}
+
+
+def _hosts(nodes, aggregates: dict[str, list[Aggregate]],
+           topologies: dict[str, HostTopology] | None = None) -> MappingProxyType:
     """Group node rows by host; a host is enabled/up only if all its nodes' services are."""
     rows_by_host = defaultdict(list)
     for row in nodes:
@@ -95,6 +110,7 @@ def _hosts(nodes, aggregates: dict[str, list[Aggregate]]) -> MappingProxyType:
             aggregates=tuple(aggregates.get(host, ())),
             nodes=MappingProxyType(node_states),
             traits=frozenset().union(*(n.traits for n in node_states.values())),
+            topology=(topologies or {}).get(host),
         )
     return MappingProxyType(hosts)
 

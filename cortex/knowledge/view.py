@@ -12,6 +12,8 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
+from cortex.knowledge.topology import HostTopology
+
 
 @dataclass(frozen=True, slots=True)
 class Inventory:
@@ -83,6 +85,7 @@ class HostState:
     ``enabled`` is the service status an operator sets, ``up`` its liveness;
     ``nodes`` maps ``hypervisor_hostname`` to NodeState (one for KVM, several for
     Ironic or VMware clusters). ``traits`` is the union of the nodes' traits.
+    ``topology`` is what the host's cortex-agent reported (None: no report).
     """
 
     host: str
@@ -93,6 +96,7 @@ class HostState:
     aggregates: tuple[Aggregate, ...]
     nodes: Mapping[str, NodeState]
     traits: frozenset[str]
+    topology: HostTopology | None = None
 
     def nodes_named(self, names: tuple[str, ...]) -> tuple[NodeState, ...]:
         """The nodes the caller named (all nodes when it named none or none is known)."""
