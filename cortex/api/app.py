@@ -10,7 +10,8 @@ from __future__ import annotations
 import atexit
 import logging
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -25,11 +26,14 @@ from cortex.api.errors import ApiError, error_response, http_error
 from cortex.api.metrics import ApiMetrics
 from cortex.api.scheduler import external
 from cortex.api.schema import RequestValidator, load_openapi
-from cortex.conf import Config, shipped_file
+from cortex.api.topology import post_topology, show_topology
+from cortex.conf import Config, ConfigError, shipped_file
 from cortex.db.engine import make_engine
 from cortex.knowledge.cache import KnowledgeCache
 from cortex.knowledge.decisions import DecisionStore, DecisionWriter
 from cortex.pipeline.config import PipelineSet, load_pipelines
+from cortex.request import PARSERS, NovaRequest
+from cortex.request.devices import CatalogError, DeviceCatalog
 
 LOG = logging.getLogger(__name__)
 
@@ -46,6 +50,7 @@ class Services:
     decisions: DecisionWriter
     decision_store: DecisionStore
     metrics: ApiMetrics
+    parsers: dict[str, Callable[[Any], Any]] = field(default_factory=lambda: dict(PARSERS))
 
 
 def version_document():
@@ -114,6 +119,7 @@ ROUTES: dict[str, dict[str, Any]] = {
     "/scheduler/manila/external": {"POST": partial(external, "manila")},
     "/v1/decisions": {"GET": list_decisions},
     "/v1/decisions/<decision_id>": {"GET": show_decision},
+    "/v1/topology/<host>": {"POST": post_topology, "GET": show_topology},
 }
 
 
@@ -142,11 +148,12 @@ def create_app(conf: Config, engine: Engine | None = None,
                             on_drop=app_metrics.decisions_dropped.inc,
                             retention_days=conf.get("scheduler", "decision_retention_days"))
     atexit.register(writer.close)
+    parsers = dict(PARSERS, nova=partial(NovaRequest.from_body, devices=_device_catalog(conf)))
     app.extensions["cortex"] = Services(
         conf=conf, engine=engine,
         knowledge=KnowledgeCache(engine, conf.get("database", "knowledge_check_interval")),
         pipelines=pipelines, validator=RequestValidator(load_openapi()), decisions=writer,
-        decision_store=DecisionStore(engine), metrics=app_metrics)
+        decision_store=DecisionStore(engine), metrics=app_metrics, parsers=parsers)
     for path, handlers in ROUTES.items():
         app.add_url_rule(path, endpoint=path, view_func=partial(_dispatch, handlers),
                          methods=list(handlers), provide_automatic_options=False)
@@ -156,6 +163,15 @@ def create_app(conf: Config, engine: Engine | None = None,
     app.register_error_handler(HTTPException, http_error)
     app.register_error_handler(Exception, _unexpected)
     return app
+
+
+def _device_catalog(conf: Config) -> DeviceCatalog:
+    """The ``[gpu]`` PCI aliases and device profiles; ConfigError when they do not parse."""
+    try:
+        return DeviceCatalog.from_json(conf.get("gpu", "pci_alias"),
+                                       conf.get("gpu", "device_profiles"))
+    except CatalogError as exc:
+        raise ConfigError(f"[gpu] {exc}") from None
 
 
 def _start_request() -> None:
