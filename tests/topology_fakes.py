@@ -427,3 +427,54 @@ def main(target: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+
+
+# ------------------------------------------------------------------ compact topologies
+
+
+def cell(id, socket=0, cores=4, smt=True, mode="legacy", memory=16384, pinned="",
+         cpu_usage=0, memory_usage=0, pages=None):
+    """A report cell of ``cores`` cores (SMT pairs ``2i, 2i+1`` from ``id * 2 * cores``).
+
+    ``mode``: ``legacy`` (Nova's default, no CPU sets: every CPU both shared and
+    dedicated), ``dedicated`` (every CPU in cpu_dedicated_set), ``shared`` (every CPU in
+    cpu_shared_set), ``split`` (first core shared, the rest dedicated).
+    ``pages``: ``{size_kb: (total, used)}`` huge pages.
+    """
+    width = 2 if smt else 1
+    first = id * width * cores
+    cpus = list(range(first, first + width * cores))
+    siblings = [cpus[i:i + width] for i in range(0, len(cpus), width)]
+    dedicated = {"dedicated": cpus, "shared": [], "legacy": cpus, "split": cpus[width:]}[mode]
+    shared = {"dedicated": [], "shared": cpus, "legacy": cpus, "split": cpus[:width]}[mode]
+    huge = sorted((pages or {}).items())
+    huge_kb = sum(size * total for size, (total, _) in huge)
+    return {"id": id, "socket": socket, "cpus": format_cpuset(cpus),
+            "dedicated_cpus": format_cpuset(dedicated), "shared_cpus": format_cpuset(shared),
+            "siblings": [format_cpuset(s) for s in siblings], "memory_mb": memory,
+            "memory_usage_mb": memory_usage, "cpu_usage": cpu_usage, "pinned_cpus": pinned,
+            "mempages": [{"size_kb": 4, "total": (memory * 1024 - huge_kb) // 4, "used": 0}]
+            + [{"size_kb": size, "total": total, "used": used}
+               for size, (total, used) in huge]}
+
+
+def gpu(address, node, product="2330", in_use=False, dev_type="type-PCI", healthy=True,
+        mig=None, virtualization=None):
+    """A report GPU (vendor 10de); ``mig``: ``[(profile, in use)]`` turns MIG on."""
+    instances = [{"id": i + 1, "profile_id": 0, "profile": p, "in_use": used}
+                 for i, (p, used) in enumerate(mig or ())]
+    return {"pci_address": address, "vendor_id": "10de", "device_id": product,
+            "dev_type": dev_type, "numa_node": node, "pci_numa_node": node,
+            "in_use": in_use, "in_use_source": "agent",
+            "mig": {"mode": "enabled" if mig else "disabled", "instances": instances},
+            "virtualization_mode": virtualization or ("host_vgpu" if mig else "none"),
+            "health": {"healthy": healthy,
+                       "reasons": [] if healthy else ["retired pages pending"]}}
+
+
+def make_topology(cells, gpus=()):
+    """The HostTopology of a compact report."""
+    from cortex.knowledge.topology import topology_from_report
+
+    return topology_from_report({"numa_cells": list(cells), "gpus": list(gpus),
+                                 "gpu_links": []})

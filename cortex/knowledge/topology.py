@@ -152,6 +152,36 @@ class Gpu:
 
 
 @dataclass(frozen=True, slots=True)
+class DevicePool:
+    """Free passthrough GPUs alike in what a PCI spec can ask (Nova's PCI device pool).
+
+    ``attributes`` are the keys a spec is compared with (``vendor_id``, ``product_id``,
+    ``dev_type``, ``numa_node``: the sysfs node Nova sees), strings lower-cased;
+    ``healthy`` splits pools so unhealthy GPUs can be left out.
+    """
+
+    attributes: Mapping[str, Any]
+    numa_node: int | None
+    dev_type: str
+    healthy: bool
+    addresses: tuple[str, ...]
+
+
+def _pools(gpus: Iterable[Gpu]) -> tuple[DevicePool, ...]:
+    """Group GPUs into DevicePools, in the order of their first PCI address."""
+    groups: dict[tuple, list[Gpu]] = {}
+    for gpu in gpus:
+        key = (gpu.vendor_id.lower(), (gpu.device_id or "").lower(), gpu.dev_type,
+               gpu.pci_numa_node, gpu.healthy)
+        groups.setdefault(key, []).append(gpu)
+    return tuple(DevicePool(MappingProxyType({"vendor_id": vendor, "product_id": product,
+                                              "dev_type": dev_type.lower(),
+                                              "numa_node": node}),
+                            node, dev_type, healthy, tuple(g.pci_address for g in members))
+                 for (vendor, product, dev_type, node, healthy), members in groups.items())
+
+
+@dataclass(frozen=True, slots=True)
 class GpuLink:
     """What joins two GPUs: active NVLinks (through NVSwitch too), NVLink P2P, PCIe level."""
 
@@ -176,10 +206,11 @@ class HostTopology:
     """Everything the agent told about one host, with per-request facts precomputed.
 
     ``links`` maps both orders of a GPU address pair to its GpuLink. Derived:
-    ``free_gpus`` (passthrough-capable, not in use), ``free_mig`` (free MIG instances per
-    profile), ``time_sliced_vgpu`` (a vGPU host GPU without MIG: capacity unknown),
-    ``has_threads`` (Nova's ``NUMATopology.has_threads``), ``sockets_known`` (every cell
-    reports a socket), ``nvlink_islands`` (GPUs joined by NVLink, largest first).
+    ``free_gpus`` (passthrough-capable, not in use) and their ``device_pools``,
+    ``free_mig`` (free MIG instances per profile), ``time_sliced_vgpu`` (a vGPU host GPU
+    without MIG: capacity unknown), ``has_threads`` (Nova's ``NUMATopology.has_threads``),
+    ``sockets_known`` (every cell reports a socket), ``nvlink_islands`` (GPUs joined by
+    NVLink, largest first).
     """
 
     cells: tuple[NumaCell, ...]
@@ -190,6 +221,7 @@ class HostTopology:
     driver_version: str | None = None
     nvml_error: str | None = None
     free_gpus: tuple[Gpu, ...] = field(init=False, compare=False)
+    device_pools: tuple[DevicePool, ...] = field(init=False, compare=False)
     free_mig: Mapping[str, int] = field(init=False, compare=False)
     time_sliced_vgpu: bool = field(init=False, compare=False)
     has_threads: bool = field(init=False, compare=False)
@@ -202,8 +234,10 @@ class HostTopology:
             for instance in gpu.mig_instances:
                 if not instance.in_use:
                     free_mig[instance.profile] = free_mig.get(instance.profile, 0) + 1
+        free_gpus = tuple(g for g in self.gpus if g.passthrough and not g.in_use)
         values = {
-            "free_gpus": tuple(g for g in self.gpus if g.passthrough and not g.in_use),
+            "free_gpus": free_gpus,
+            "device_pools": _pools(free_gpus),
             "free_mig": MappingProxyType(free_mig),
             "time_sliced_vgpu": any(g.virtualization_mode == "host_vgpu"
                                     and g.mig_mode != "enabled" for g in self.gpus),

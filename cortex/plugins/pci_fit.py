@@ -23,52 +23,59 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from cortex.knowledge.topology import Gpu, HostTopology
+from cortex.knowledge.topology import DevicePool, HostTopology
 
 _IGNORED_KEYS = frozenset({"resource_class", "traits", "live_migratable", "capability_type"})
 
 
-def _attributes(gpu: Gpu) -> dict[str, Any]:
-    """The properties a PCI spec is compared with (Nova's pool keys)."""
-    return {"vendor_id": gpu.vendor_id, "product_id": gpu.device_id, "dev_type": gpu.dev_type,
-            "numa_node": gpu.pci_numa_node, "address": gpu.pci_address}
+def matches(pool: DevicePool, specs: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a pool's devices satisfy any of ``specs`` (no specs: any GPU).
 
-
-def matches(gpu: Gpu, specs: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether the GPU satisfies any of ``specs`` (no specs: any GPU)."""
+    Nova's ``pci_device_prop_match``: every key of a spec equal, strings compared
+    case-insensitively; a key the pool does not have never matches.
+    """
     if not specs:
         return True
-    attributes = _attributes(gpu)
-    return any(all(_equal(attributes.get(key), value) for key, value in spec.items()
-                   if key not in _IGNORED_KEYS) for spec in specs)
+    attributes = pool.attributes
+    for spec in specs:
+        for key, wanted in spec.items():
+            if key in _IGNORED_KEYS:
+                continue
+            actual = attributes.get(key)
+            if isinstance(wanted, str):
+                if actual is None or str(actual) != wanted.lower():
+                    break
+            elif actual != wanted:
+                break
+        else:
+            return True
+    return False
 
 
-def _equal(actual: Any, wanted: Any) -> bool:
-    """Nova's comparison: strings case-insensitively, everything else as is."""
-    if isinstance(actual, str):
-        actual = actual.lower()
-    if isinstance(wanted, str):
-        wanted = wanted.lower()
-        return str(actual).lower() == wanted if actual is not None else False
-    return actual == wanted
+def numa_affinity(topology: HostTopology, pools: list[list], policy: str, count: int,
+                  cells: Sequence[int]) -> list[list]:
+    """The ``[pool, free count]`` entries the policy allows for a guest on host ``cells``.
 
-
-def numa_affinity(topology: HostTopology, devices: list[Gpu], policy: str, count: int,
-                  cells: Sequence[int]) -> list[Gpu]:
-    """The devices the policy allows for a guest on host ``cells``, preferred ones first."""
+    Preferred entries come first (the ``preferred`` policy's order).
+    """
     if policy == "socket":
         if not topology.sockets_known:
             return []
         sockets = {c.socket for c in topology.cells if c.id in cells}
         allowed = {c.id for c in topology.cells if c.socket in sockets}
-        return [d for d in devices if d.pci_numa_node in allowed]
-    local = [d for d in devices if d.pci_numa_node in cells]
-    if policy == "required" or len(local) >= count:
+        return [e for e in pools if e[0].numa_node in allowed]
+    local = [e for e in pools if e[0].numa_node in cells]
+    if policy == "required" or _count(local) >= count:
         return local
-    unknown_ok = [d for d in devices if d.pci_numa_node in cells or d.pci_numa_node is None]
-    if policy == "legacy" or len(unknown_ok) >= count:
+    unknown_ok = [e for e in pools if e[0].numa_node in cells or e[0].numa_node is None]
+    if policy == "legacy" or _count(unknown_ok) >= count:
         return unknown_ok
-    return sorted(devices, key=lambda d: d.pci_numa_node not in cells)
+    return sorted(pools, key=lambda e: e[0].numa_node not in cells)
+
+
+def _count(entries: Iterable[list]) -> int:
+    """Free devices in ``[pool, free count]`` entries."""
+    return sum(e[1] for e in entries)
 
 
 def pci_refusal(topology: HostTopology, requests: Iterable[Any],
@@ -77,24 +84,31 @@ def pci_refusal(topology: HostTopology, requests: Iterable[Any],
 
     ``cells``: host cell ids the guest's NUMA cells landed on (None: no NUMA affinity, as
     Nova's PciPassthroughFilter). ``healthy_only`` leaves GPUs reported unhealthy out.
+    Works on the topology's device pools, taking devices from them request by request.
     """
-    available = [g for g in topology.free_gpus if g.healthy or not healthy_only]
+    available = [[pool, len(pool.addresses)] for pool in topology.device_pools
+                 if pool.healthy or not healthy_only]
     for request in requests:
         wants_pf = any(s.get("dev_type") == "type-PF" for s in request.specs)
-        devices = [g for g in available if matches(g, request.specs)
-                   and (wants_pf or g.dev_type != "type-PF")]
+        entries = [e for e in available if e[1] and (wants_pf or e[0].dev_type != "type-PF")
+                   and matches(e[0], request.specs)]
         label = request.name or "device"
-        if len(devices) < request.count:
-            return f"{label}: {len(devices)} free matching devices < {request.count}"
+        if _count(entries) < request.count:
+            return f"{label}: {_count(entries)} free matching devices < {request.count}"
         if cells is not None and request.numa_policy:
-            devices = numa_affinity(topology, devices, request.numa_policy, request.count,
+            entries = numa_affinity(topology, entries, request.numa_policy, request.count,
                                     cells)
-            if len(devices) < request.count:
+            if _count(entries) < request.count:
                 where = ",".join(map(str, cells))
-                return (f"{label}: numa_policy {request.numa_policy}: {len(devices)} of the "
+                return (f"{label}: numa_policy {request.numa_policy}: {_count(entries)} of the "
                         f"free devices qualify for host cells {where}, {request.count} needed")
-        taken = {d.pci_address for d in devices[:request.count]}
-        available = [g for g in available if g.pci_address not in taken]
+        needed = request.count
+        for entry in entries:
+            taken = min(entry[1], needed)
+            entry[1] -= taken
+            needed -= taken
+            if not needed:
+                break
     return None
 
 
