@@ -1,6 +1,7 @@
 """Time of the NUMA and PCI filters per request over 1,000 hosts of 2 sockets and 8 GPUs each.
 
 Run: .venv/bin/python bench/numa_pci_filters.py [--hosts 1000] [--repeat 20]
+         [--database postgresql+psycopg://postgres@127.0.0.1:5432/bench]
 
 Hosts are the HGX H100 agent report (etc/cortex/topology/hgx-h100-8gpu.json) with
 random usage: GPUs in use, pinned CPUs and 1 GiB pages per cell, seeded so runs
@@ -8,6 +9,10 @@ compare. The topology is built once, as the knowledge view does per version; eac
 request then runs filter_gpu_capacity, filter_numa_topology and
 filter_pci_numa_affinity over every host through the pipeline engine. Prints the
 median and p99 milliseconds per request and per filter.
+
+With ``--database`` (an empty database; it gets migrated and filled) it also stores
+the reports through the knowledge layer and times a cold view load, storing one
+changed report, re-posting an unchanged one, and the incremental reload after it.
 """
 
 import argparse
@@ -21,7 +26,12 @@ from pathlib import Path
 from types import MappingProxyType
 
 from cortex.cpuset import format_cpuset, parse_cpuset
+from cortex.db import migrate
+from cortex.db.engine import make_engine
+from cortex.knowledge.fleet import import_fleet
+from cortex.knowledge.loader import load_view
 from cortex.knowledge.topology import topology_from_report
+from cortex.knowledge.topology_store import store_report
 from cortex.knowledge.view import HostState, Inventory, KnowledgeView, NodeState
 from cortex.pipeline.config import build_pipelines
 from cortex.pipeline.engine import run_pipeline
@@ -76,11 +86,44 @@ def request(name: str, hosts: int) -> NovaRequest:
     return NovaRequest.from_body(body)
 
 
+def time_reloads(url: str, hosts: int) -> None:
+    """Store ``hosts`` reports in the database at ``url`` and time the view's loads."""
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    base, rng = json.loads(REPORT.read_text()), random.Random(7)
+    reports = [host_report(base, rng) for _ in range(hosts)]
+    with engine.begin() as connection:
+        import_fleet(connection, {"hosts": [{"host": f"cmp{i:04d}", "uuid": f"u{i}"}
+                                            for i in range(hosts)]})
+        t0 = time.perf_counter()
+        for i, report in enumerate(reports):
+            store_report(connection, f"cmp{i:04d}", report, datetime.now(UTC), bump=False)
+    print(f"stored {hosts} reports: {(time.perf_counter() - t0) * 1000 / hosts:.1f} ms each")
+    t0 = time.perf_counter()
+    cold = load_view(engine)
+    print(f"cold view load: {time.perf_counter() - t0:.2f} s")
+    changed = copy.deepcopy(reports[0])
+    changed["gpus"][0]["in_use"] = not changed["gpus"][0].get("in_use")
+    for label, report in (("changed", changed), ("unchanged", changed)):
+        with engine.begin() as connection:
+            t0 = time.perf_counter()
+            moved = store_report(connection, "cmp0000", report, datetime.now(UTC))
+        print(f"store one {label} report: {(time.perf_counter() - t0) * 1000:.0f} ms, "
+              f"knowledge_changed={moved['knowledge_changed']}")
+    t0 = time.perf_counter()
+    load_view(engine, previous=cold)
+    print(f"incremental view load (1 host changed): {time.perf_counter() - t0:.2f} s")
+    engine.dispose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--database", help="an empty database to time view loads on")
     args = parser.parse_args()
+    if args.database:
+        time_reloads(args.database, args.hosts)
     started = time.perf_counter()
     view = build_view(args.hosts)
     print(f"built {args.hosts} host topologies in {time.perf_counter() - started:.2f} s")

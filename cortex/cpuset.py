@@ -8,14 +8,17 @@ module is dependency-free so the agent, the request parser and knowledge can all
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 
+@functools.lru_cache(maxsize=65536)
 def parse_cpuset(text: str | None) -> frozenset[int]:
     """The ids named by ``text``: ``"0-3,^2,8"`` -> ``{0, 1, 3, 8}``; ``""``/None -> empty.
 
     Ranges are inclusive; ``^N`` and ``^N-M`` remove ids. Raises ValueError for anything
-    else (a negative id, a reversed range, a stray character).
+    else (a negative id, a reversed range, a stray character). Cached: the same lists
+    (sibling pairs, a model's cells) recur on every host of a fleet.
     """
     included: set[int] = set()
     excluded: set[int] = set()

@@ -13,12 +13,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from cortex.cpuset import parse_cpuset
 from cortex.db import models
 from cortex.knowledge.fleet import bump_version
-from cortex.knowledge.topology import IN_USE_SOURCES
+from cortex.knowledge.topology import IN_USE_SOURCES, topology_from_report
 
 
 class TopologyError(ValueError):
@@ -81,11 +81,16 @@ def store_report(connection: Connection, host: str, report: Mapping[str, Any],
                  reported_at: datetime, bump: bool = True) -> dict[str, Any]:
     """Replace ``host``'s topology with ``report`` (checked first), in the caller's transaction.
 
-    Bumps the knowledge version unless ``bump`` is False (a fleet import bumps once).
-    Returns ``{"host", "reported_at", "numa_cells", "gpus", "gpu_links"}`` counts.
+    Bumps the knowledge version when the host's topology as the view holds it changed
+    (a report repeating the last one only refreshes the rows and their time, so a fleet
+    of agents reporting every minute does not make every worker reload), and never
+    when ``bump`` is False (a fleet import bumps once). Returns ``{"host",
+    "reported_at", "numa_cells", "gpus", "gpu_links", "knowledge_changed"}``.
     Raises TopologyError before writing anything when the report is inconsistent.
     """
     check_report(report)
+    previous = read_reports(connection, [host]).get(host)
+    changed = previous is None or topology_from_report(previous) != topology_from_report(report)
     connection.execute(delete(models.HostTopology).where(models.HostTopology.host == host))
     topology_id = connection.execute(insert(models.HostTopology).values(
         host=host, reported_at=reported_at, collected_at=report.get("collected_at"),
@@ -102,10 +107,11 @@ def store_report(connection: Connection, host: str, report: Mapping[str, Any],
     links = [_link_row(topology_id, link) for link in report.get("gpu_links", ())]
     if links:
         connection.execute(insert(models.GpuLink), links)
-    if bump:
+    if bump and changed:
         bump_version(connection)
     return {"host": host, "reported_at": reported_at.isoformat(), "numa_cells": len(cells),
-            "gpus": len(report.get("gpus", ())), "gpu_links": len(links)}
+            "gpus": len(report.get("gpus", ())), "gpu_links": len(links),
+            "knowledge_changed": changed}
 
 
 def _cell_row(topology_id: int, cell: Mapping[str, Any]) -> dict[str, Any]:
@@ -157,64 +163,94 @@ def _link_row(topology_id: int, link: Mapping[str, Any]) -> dict[str, Any]:
             "topology_level": link.get("topology")}
 
 
+def report_times(bind: Connection | Session) -> dict[str, datetime]:
+    """``{host: reported_at}`` of every stored report (one cheap query)."""
+    query = select(models.HostTopology.host, models.HostTopology.reported_at)
+    return {row.host: row.reported_at for row in bind.execute(query)}
+
+
 def read_reports(bind: Connection | Session, hosts: Iterable[str] | None = None
                  ) -> dict[str, dict[str, Any]]:
     """``{host: report document}`` for ``hosts`` (all when None), each with ``reported_at``.
 
     ``bind`` is a Connection or an ORM Session (the loader's). The documents have the
     ``TopologyReport`` shape (links with their pair ordered) plus ``host`` and
-    ``reported_at`` (a datetime).
+    ``reported_at`` (a datetime). Five plain queries, whatever the number of hosts.
     """
-    query = select(models.HostTopology).options(
-        selectinload(models.HostTopology.cells),
-        selectinload(models.HostTopology.gpus).selectinload(models.Gpu.mig_instances),
-        selectinload(models.HostTopology.links))
+    tables = models.HostTopology.__table__
+    query = select(tables)
     if hosts is not None:
-        query = query.where(models.HostTopology.host.in_(list(hosts)))
-    if isinstance(bind, Session):
-        return {row.host: report_document(row) for row in bind.scalars(query)}
-    with Session(bind) as session:
-        return {row.host: report_document(row) for row in session.scalars(query)}
+        query = query.where(tables.c.host.in_(list(hosts)))
+    documents = {row.id: _header(row) for row in bind.execute(query)}
+    if not documents:
+        return {}
+    ids = list(documents)
+    for child, key, order in ((models.NumaCell, "numa_cells", "cell_id"),
+                              (models.Gpu, "gpus", "pci_address"),
+                              (models.GpuLink, "gpu_links", "gpu_a")):
+        table = child.__table__
+        rows = bind.execute(select(table).where(table.c.host_topology_id.in_(ids))
+                            .order_by(table.c.host_topology_id, table.c[order], table.c.id))
+        build = {"numa_cells": _cell_document, "gpus": _gpu_document,
+                 "gpu_links": _link_document}[key]
+        for row in rows:
+            documents[row.host_topology_id][key].append(build(row))
+    _attach_mig(bind, documents)
+    return {document["host"]: document for document in documents.values()}
 
 
-def report_document(row: models.HostTopology) -> dict[str, Any]:
-    """The report document of a host_topologies row with its children loaded."""
-    return {
-        "host": row.host, "reported_at": row.reported_at, "collected_at": row.collected_at,
-        "agent_version": row.agent_version, "driver_version": row.driver_version,
-        "cuda_driver_version": row.cuda_driver_version, "nvml_error": row.nvml_error,
-        "guests": row.guests, "nics": list(row.nics or ()),
-        "numa_cells": [{
-            "id": c.cell_id, "socket": c.socket, "cpus": c.cpus,
+def _header(row: Any) -> dict[str, Any]:
+    """A report document's top level, children to be filled."""
+    return {"host": row.host, "reported_at": row.reported_at, "collected_at": row.collected_at,
+            "agent_version": row.agent_version, "driver_version": row.driver_version,
+            "cuda_driver_version": row.cuda_driver_version, "nvml_error": row.nvml_error,
+            "guests": row.guests, "nics": list(row.nics or ()), "numa_cells": [], "gpus": [],
+            "gpu_links": []}
+
+
+def _cell_document(c: Any) -> dict[str, Any]:
+    """One NUMA cell of a report document."""
+    return {"id": c.cell_id, "socket": c.socket, "cpus": c.cpus,
             "dedicated_cpus": c.dedicated_cpus, "shared_cpus": c.shared_cpus,
             "siblings": list(c.siblings), "memory_mb": c.memory_mb,
             "memory_usage_mb": c.memory_usage_mb, "cpu_usage": c.cpu_usage,
             "pinned_cpus": c.pinned_cpus, "mempages": list(c.mempages),
-            "distances": list(c.distances)} for c in row.cells],
-        "gpus": [_gpu_document(g) for g in row.gpus],
-        "gpu_links": [{"a": link.gpu_a, "b": link.gpu_b, "nvlink": link.nvlink,
-                       "p2p_nvlink": link.p2p_nvlink, "topology": link.topology_level}
-                      for link in row.links],
-    }
+            "distances": list(c.distances)}
 
 
-def _gpu_document(g: models.Gpu) -> dict[str, Any]:
-    """One GPU of a report document."""
+def _link_document(link: Any) -> dict[str, Any]:
+    """One GPU pair of a report document."""
+    return {"a": link.gpu_a, "b": link.gpu_b, "nvlink": link.nvlink,
+            "p2p_nvlink": link.p2p_nvlink, "topology": link.topology_level}
+
+
+def _gpu_document(g: Any) -> dict[str, Any]:
+    """One GPU of a report document (MIG instances attached later, by ``_gpu_id``)."""
     return {
         "index": g.gpu_index, "uuid": g.uuid, "name": g.name, "pci_address": g.pci_address,
         "vendor_id": g.vendor_id, "device_id": g.device_id, "dev_type": g.dev_type,
         "driver": g.driver, "memory_mb": g.memory_mb, "numa_node": g.numa_node,
         "numa_source": g.numa_source, "pci_numa_node": g.pci_numa_node,
         "cpu_affinity": g.cpu_affinity,
-        "mig": {"mode": g.mig_mode, "pending": g.mig_pending, "instances": [
-            {"id": i.instance_id, "profile_id": i.profile_id, "profile": i.profile,
-             "placement_start": i.placement_start, "placement_size": i.placement_size,
-             "memory_mb": i.memory_mb, "in_use": i.in_use} for i in g.mig_instances]},
+        "mig": {"mode": g.mig_mode, "pending": g.mig_pending, "instances": []},
         "virtualization_mode": g.virtualization_mode,
         "compute_capability": g.compute_capability,
         "health": {"healthy": g.healthy, "reasons": list(g.health_reasons)},
         "in_use": g.in_use, "in_use_source": g.in_use_source, "vgpus_in_use": g.vgpus_in_use,
         "fabric": None if g.fabric_clique is None and g.fabric_cluster is None else {
             "clique_id": g.fabric_clique, "cluster_uuid": g.fabric_cluster},
-        "unsupported": list(g.unsupported),
+        "unsupported": list(g.unsupported), "_gpu_id": g.id,
     }
+
+
+def _attach_mig(bind: Connection | Session, documents: dict[int, dict[str, Any]]) -> None:
+    """Fill the GPUs' MIG instances and drop the internal ``_gpu_id``."""
+    gpus = {g.pop("_gpu_id"): g for d in documents.values() for g in d["gpus"]}
+    table = models.MigInstance.__table__
+    rows = bind.execute(select(table).where(table.c.gpu_id.in_(list(gpus)))
+                        .order_by(table.c.gpu_id, table.c.instance_id)) if gpus else ()
+    for i in rows:
+        gpus[i.gpu_id]["mig"]["instances"].append({
+            "id": i.instance_id, "profile_id": i.profile_id, "profile": i.profile,
+            "placement_start": i.placement_start, "placement_size": i.placement_size,
+            "memory_mb": i.memory_mb, "in_use": i.in_use})

@@ -61,6 +61,7 @@ def test_round_trip_through_api_database_and_view(tmp_path, topology_client, top
     stored = response.get_json()
     assert (stored["gpus"], stored["numa_cells"]) == (len(report["gpus"]),
                                                      len(report["numa_cells"]))
+    assert stored["knowledge_changed"] is True
     assert read_version(topology_engine) == before + 1
     shown = topology_client.get(f"/v1/topology/{name}").get_json()
     reported_at = shown.pop("reported_at")
@@ -69,6 +70,28 @@ def test_round_trip_through_api_database_and_view(tmp_path, topology_client, top
     expected = topology_from_report(report, datetime.fromisoformat(reported_at))
     assert view.hosts[name].topology == expected
     assert view.hosts[name].topology.free_gpus == expected.free_gpus
+
+
+def test_a_repeated_report_does_not_move_the_knowledge_version(
+        l40s_report, topology_client, topology_engine):
+    assert post(topology_client, "l40s-4gpu-pcie", l40s_report).status_code == 200
+    first = load_view(topology_engine)
+    again = dict(l40s_report, collected_at="2026-11-21T12:01:00Z", guests=0)
+    answer = post(topology_client, "l40s-4gpu-pcie", again).get_json()
+    assert answer["knowledge_changed"] is False
+    assert read_version(topology_engine) == first.version
+    assert topology_client.get("/v1/topology/l40s-4gpu-pcie").get_json()["collected_at"] == \
+        "2026-11-21T12:01:00Z"
+    busy = copy.deepcopy(l40s_report)
+    busy["gpus"][0]["in_use"] = True
+    assert post(topology_client, "l40s-4gpu-pcie", busy).get_json()["knowledge_changed"]
+    second = load_view(topology_engine, previous=first)
+    assert second.version == first.version + 1
+    assert second.hosts["l40s-4gpu-pcie"].topology.gpus[0].in_use
+    unchanged = [h for h in first.hosts if h != "l40s-4gpu-pcie"
+                 and first.hosts[h].topology is not None]
+    assert unchanged and all(second.hosts[h].topology is first.hosts[h].topology
+                             for h in unchanged)  # reused, not rebuilt
 
 
 def test_a_new_report_replaces_the_old_one(tmp_path, topology_client, topology_engine):
