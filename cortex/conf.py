@@ -95,6 +95,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("scheduler", "decision_retention_days", float, 30.0,
            "Decisions older than this are pruned by 'cortex-manage decisions prune' "
            "and by the writer once an hour."),
+    Option("gpu", "pci_alias", str, "",
+           "PCI aliases, the same JSON as Nova's [pci] alias (one object, or a list of "
+           "objects on one line): name, vendor_id, product_id, device_type, numa_policy. "
+           "Resolves a flavor's pci_passthrough:alias when the request spec carries no "
+           "pci_requests."),
+    Option("gpu", "device_profiles", str, "",
+           "Cyborg device profiles as JSON, [{name, groups: [{resources:PGPU: 1, "
+           "trait:CUSTOM_GPU_PRODUCT_ID_2330: required}]}], to resolve a flavor's "
+           "accel:device_profile."),
     Option("sync", "interval", float, 60.0, "Default seconds between syncs of one source."),
     Option("prometheus", "url", str, "", "Prometheus HTTP API base URL for live load."),
     Option("openstack", "cloud", str, "", "Cloud name in clouds.yaml (openstacksdk)."),

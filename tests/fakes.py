@@ -97,9 +97,9 @@ def nova_body(fixture="cpu-general-purpose", hosts=None, weights=None, flavor=No
     return body
 
 
-def nova(fixture="cpu-general-purpose", **kwargs) -> NovaRequest:
-    """A parsed NovaRequest, see nova_body for the arguments."""
-    return NovaRequest.from_body(nova_body(fixture, **kwargs))
+def nova(fixture="cpu-general-purpose", devices=None, **kwargs) -> NovaRequest:
+    """A parsed NovaRequest, see nova_body for the arguments; ``devices``: a DeviceCatalog."""
+    return NovaRequest.from_body(nova_body(fixture, **kwargs), devices=devices)
 
 
 def storage(service, fixture, hosts=None, **props) -> CinderRequest | ManilaRequest:

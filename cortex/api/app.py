@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import atexit
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -25,12 +26,15 @@ from cortex.api.errors import ApiError, error_response, http_error
 from cortex.api.metrics import ApiMetrics
 from cortex.api.scheduler import external
 from cortex.api.schema import RequestValidator, load_openapi
-from cortex.conf import Config, shipped_file
+from cortex.api.topology import post_topology, show_topology
+from cortex.conf import Config, ConfigError, shipped_file
 from cortex.db.engine import make_engine
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeCache, KnowledgeUnavailable
 from cortex.knowledge.decisions import DecisionStore, DecisionWriter
 from cortex.pipeline.config import PipelineSet, load_pipelines
+from cortex.request import PARSERS, NovaRequest
+from cortex.request.devices import CatalogError, DeviceCatalog
 
 LOG = logging.getLogger(__name__)
 
@@ -48,6 +52,7 @@ class Services:
     decision_store: DecisionStore
     metrics: ApiMetrics
     authorizer: Authorizer
+    parsers: dict[str, Callable[[Any], Any]] = field(default_factory=lambda: dict(PARSERS))
 
 
 def version_document():
@@ -122,6 +127,7 @@ ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
     "/scheduler/manila/external": {"POST": (partial(external, "manila"), "external")},
     "/v1/decisions": {"GET": (list_decisions, "reader")},
     "/v1/decisions/<decision_id>": {"GET": (show_decision, "reader")},
+    "/v1/topology/<host>": {"POST": (post_topology, "agent"), "GET": (show_topology, "reader")},
 }
 
 
@@ -155,12 +161,14 @@ def create_app(conf: Config, engine: Engine | None = None,
                             on_drop=app_metrics.decisions_dropped.inc,
                             retention_days=conf.get("scheduler", "decision_retention_days"))
     atexit.register(writer.close)
+    parsers = dict(PARSERS, nova=partial(NovaRequest.from_body, devices=_device_catalog(conf)))
     app.extensions["cortex"] = Services(
         conf=conf, engine=engine,
         knowledge=KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
                                  conf.get("database", "max_knowledge_age")),
         pipelines=pipelines, validator=RequestValidator(load_openapi()), decisions=writer,
-        decision_store=DecisionStore(engine), metrics=app_metrics, authorizer=authorizer)
+        decision_store=DecisionStore(engine), metrics=app_metrics, authorizer=authorizer,
+        parsers=parsers)
     for path, handlers in ROUTES.items():
         if any(policy not in POLICIES for _, policy in handlers.values()):
             raise ValueError(f"route {path}: unknown policy")
@@ -175,6 +183,15 @@ def create_app(conf: Config, engine: Engine | None = None,
         app.wsgi_app = keystone_middleware(app.wsgi_app, conf)
     app.extensions["cortex"].knowledge.refresh()  # warm; a failure is retried per request
     return app
+
+
+def _device_catalog(conf: Config) -> DeviceCatalog:
+    """The ``[gpu]`` PCI aliases and device profiles; ConfigError when they do not parse."""
+    try:
+        return DeviceCatalog.from_json(conf.get("gpu", "pci_alias"),
+                                       conf.get("gpu", "device_profiles"))
+    except CatalogError as exc:
+        raise ConfigError(f"[gpu] {exc}") from None
 
 
 def _start_request() -> None:

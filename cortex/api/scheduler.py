@@ -15,7 +15,7 @@ from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeUnavailable
 from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
 from cortex.pipeline.engine import PipelineResult, StepFailed, run_pipeline
-from cortex.request import PARSERS, BadRequest
+from cortex.request import BadRequest
 
 LOG = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def external(service: str):
         if errors:
             raise ApiError(400, "; ".join(errors))
         try:
-            parsed = PARSERS[service](body)
+            parsed = cortex.parsers[service](body)
         except BadRequest as exc:
             raise ApiError(400, str(exc)) from None
         record.update(_request_fields(parsed, body))

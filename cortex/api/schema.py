@@ -23,6 +23,7 @@ MAX_MESSAGES = 5
 # URI under which the document is registered, so that "#/components/schemas/X" resolves.
 _DOCUMENT_URI = "urn:cortex:openapi"
 _RESPONSE_POINTER = "/components/schemas/SchedulerResponse"
+_TOPOLOGY_POINTER = "/components/schemas/TopologyReport"
 # Envelope keys left out of the paths in messages ("spec.flavor.vcpus", not
 # "spec.nova_object.data.flavor.nova_object.data.vcpus") unless the error is about them.
 _ENVELOPE_DATA_KEYS = frozenset({"nova_object.data", "versioned_object.data"})
@@ -75,6 +76,7 @@ class RequestValidator:
             for service in SERVICES
         }
         self._response = _validator(registry, _RESPONSE_POINTER, inlined)
+        self._topology = _validator(registry, _TOPOLOGY_POINTER, inlined)
         self._fast = {service: _compiled(document, _request_pointer(service))
                       for service in SERVICES}
 
@@ -105,6 +107,14 @@ class RequestValidator:
         (``{"hosts": [str, ...]}``, nothing else). Same message format as :meth:`errors`.
         """
         return _messages(self._response.iter_errors(body))
+
+
+    def topology_errors(self, body: object) -> list[str]:
+        """Return why ``body`` is not a ``TopologyReport`` (``POST /v1/topology/<host>``).
+
+        Same message format as :meth:`errors`; ``[]`` when it is one.
+        """
+        return _messages(self._topology.iter_errors(body))
 
 
 def _compiled(document: dict, pointer: str) -> Callable[[Any], Any]:

@@ -20,6 +20,7 @@ from sqlalchemy import (
     ForeignKey,
     Integer,
     String,
+    Text,
     UniqueConstraint,
     text,
 )
@@ -195,3 +196,143 @@ class Decision(Base):
     outcome: Mapped[str] = mapped_column(String(32), nullable=False)
     duration_ms: Mapped[float] = mapped_column(Float, nullable=False)
     record: Mapped[dict] = mapped_column(JSONType, nullable=False)
+
+
+class HostTopology(Base):
+    """The latest topology report of one compute host (``cortex-agent``), with its time.
+
+    ``host`` is the nova-compute service host name. The report's parts live in
+    ``numa_cells``, ``gpus`` (with ``mig_instances``) and ``gpu_links``; a new report
+    replaces all of them. CPU lists are stored in the kernel's text form (``0-3,8``).
+    """
+
+    __tablename__ = "host_topologies"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host: Mapped[str] = mapped_column(String(255), unique=True, nullable=False)
+    reported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    collected_at: Mapped[str | None] = mapped_column(String(64))
+    agent_version: Mapped[str | None] = mapped_column(String(64))
+    driver_version: Mapped[str | None] = mapped_column(String(64))
+    cuda_driver_version: Mapped[str | None] = mapped_column(String(32))
+    nvml_error: Mapped[str | None] = mapped_column(Text)
+    guests: Mapped[int | None] = mapped_column(Integer)
+    nics: Mapped[list] = mapped_column(JSONType, nullable=False, default=list)
+    cells: Mapped[list[NumaCell]] = relationship(
+        back_populates="topology", cascade="all, delete-orphan", order_by="NumaCell.cell_id")
+    gpus: Mapped[list[Gpu]] = relationship(
+        back_populates="topology", cascade="all, delete-orphan", order_by="Gpu.pci_address")
+    links: Mapped[list[GpuLink]] = relationship(
+        back_populates="topology", cascade="all, delete-orphan",
+        order_by="(GpuLink.gpu_a, GpuLink.gpu_b)")
+
+
+class NumaCell(Base):
+    """A host NUMA cell as Nova models it.
+
+    CPUs (all, dedicated, shared), SMT siblings, socket, memory and guests' usage in MiB,
+    pinned CPUs, pages per size and distances.
+    """
+
+    __tablename__ = "numa_cells"
+    __table_args__ = (UniqueConstraint("host_topology_id", "cell_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host_topology_id: Mapped[int] = mapped_column(
+        ForeignKey("host_topologies.id", ondelete="CASCADE"), nullable=False)
+    cell_id: Mapped[int] = mapped_column(Integer, nullable=False)
+    socket: Mapped[int | None] = mapped_column(Integer)
+    cpus: Mapped[str] = mapped_column(Text, nullable=False)
+    dedicated_cpus: Mapped[str] = mapped_column(Text, nullable=False)
+    shared_cpus: Mapped[str] = mapped_column(Text, nullable=False)
+    siblings: Mapped[list] = mapped_column(JSONType, nullable=False)
+    memory_mb: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    memory_usage_mb: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    cpu_usage: Mapped[int] = mapped_column(Integer, nullable=False)
+    pinned_cpus: Mapped[str] = mapped_column(Text, nullable=False)
+    mempages: Mapped[list] = mapped_column(JSONType, nullable=False)
+    distances: Mapped[list] = mapped_column(JSONType, nullable=False)
+    topology: Mapped[HostTopology] = relationship(back_populates="cells")
+
+
+class Gpu(Base):
+    """One GPU of a host by PCI address, with what NVML and sysfs said of it.
+
+    ``in_use`` says whether a guest holds it, ``in_use_source`` who said so (placement,
+    agent or fleet).
+    """
+
+    __tablename__ = "gpus"
+    __table_args__ = (UniqueConstraint("host_topology_id", "pci_address"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host_topology_id: Mapped[int] = mapped_column(
+        ForeignKey("host_topologies.id", ondelete="CASCADE"), nullable=False)
+    pci_address: Mapped[str] = mapped_column(String(32), nullable=False)
+    gpu_index: Mapped[int | None] = mapped_column(Integer)
+    uuid: Mapped[str | None] = mapped_column(String(64))
+    name: Mapped[str | None] = mapped_column(String(255))
+    vendor_id: Mapped[str] = mapped_column(String(4), nullable=False)
+    device_id: Mapped[str | None] = mapped_column(String(4))
+    dev_type: Mapped[str] = mapped_column(String(16), nullable=False)
+    driver: Mapped[str | None] = mapped_column(String(64))
+    memory_mb: Mapped[int | None] = mapped_column(BigInteger)
+    numa_node: Mapped[int | None] = mapped_column(Integer)
+    numa_source: Mapped[str | None] = mapped_column(String(32))
+    pci_numa_node: Mapped[int | None] = mapped_column(Integer)
+    cpu_affinity: Mapped[str | None] = mapped_column(Text)
+    mig_mode: Mapped[str | None] = mapped_column(String(16))
+    mig_pending: Mapped[str | None] = mapped_column(String(16))
+    virtualization_mode: Mapped[str | None] = mapped_column(String(16))
+    compute_capability: Mapped[str | None] = mapped_column(String(8))
+    healthy: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    health_reasons: Mapped[list] = mapped_column(JSONType, nullable=False)
+    in_use: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    in_use_source: Mapped[str | None] = mapped_column(String(16))
+    vgpus_in_use: Mapped[int] = mapped_column(Integer, nullable=False)
+    fabric_clique: Mapped[int | None] = mapped_column(BigInteger)
+    fabric_cluster: Mapped[str | None] = mapped_column(String(36))
+    unsupported: Mapped[list] = mapped_column(JSONType, nullable=False)
+    topology: Mapped[HostTopology] = relationship(back_populates="gpus")
+    mig_instances: Mapped[list[MigInstance]] = relationship(
+        back_populates="gpu", cascade="all, delete-orphan", order_by="MigInstance.instance_id")
+
+
+class GpuLink(Base):
+    """A pair of GPUs (``gpu_a`` < ``gpu_b``, PCI addresses).
+
+    Active NVLinks, NVLink P2P status and the PCIe common-ancestor level (INTERNAL ...
+    SYSTEM).
+    """
+
+    __tablename__ = "gpu_links"
+    __table_args__ = (UniqueConstraint("host_topology_id", "gpu_a", "gpu_b"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host_topology_id: Mapped[int] = mapped_column(
+        ForeignKey("host_topologies.id", ondelete="CASCADE"), nullable=False)
+    gpu_a: Mapped[str] = mapped_column(String(32), nullable=False)
+    gpu_b: Mapped[str] = mapped_column(String(32), nullable=False)
+    nvlink: Mapped[int] = mapped_column(Integer, nullable=False)
+    p2p_nvlink: Mapped[str | None] = mapped_column(String(32))
+    topology_level: Mapped[str | None] = mapped_column(String(16))
+    topology: Mapped[HostTopology] = relationship(back_populates="links")
+
+
+class MigInstance(Base):
+    """A MIG GPU instance of a GPU: NVML id, profile (``3g.40gb``), placement, memory MiB."""
+
+    __tablename__ = "mig_instances"
+    __table_args__ = (UniqueConstraint("gpu_id", "instance_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    gpu_id: Mapped[int] = mapped_column(ForeignKey("gpus.id", ondelete="CASCADE"),
+                                        nullable=False)
+    instance_id: Mapped[int] = mapped_column(Integer, nullable=False)
+    profile_id: Mapped[int] = mapped_column(Integer, nullable=False)
+    profile: Mapped[str] = mapped_column(String(32), nullable=False)
+    placement_start: Mapped[int] = mapped_column(Integer, nullable=False)
+    placement_size: Mapped[int] = mapped_column(Integer, nullable=False)
+    memory_mb: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    in_use: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    gpu: Mapped[Gpu] = relationship(back_populates="mig_instances")

@@ -81,7 +81,7 @@ class KnowledgeCache:
                 return
             current = self._view
             if force or current is None or read_version(self._engine) != current.version:
-                self._view = load_view(self._engine)
+                self._view = load_view(self._engine, previous=current)
                 LOG.info("knowledge view loaded: version %d, %d hosts",
                          self._view.version, len(self._view.hosts))
             self.checked_at = self._clock()

@@ -11,7 +11,11 @@ The format (``etc/cortex/demo-fleet.yaml`` is the worked example)::
                     instances?: [{uuid, project_id?, vm_state?, task_state?, cpu_busy?}],
                     migrations?: [{uuid, instance_uuid?, source_host?, dest_host?, status,
                                   resources?: {RC: int}}],
-                    failed_builds?: int, allowed_projects?: [str]}]
+                    failed_builds?: int, allowed_projects?: [str],
+                    topology?: {report: NAME | {...}, gpus_in_use?: [pci address],
+                                mig_in_use?: {pci address: [instance id]},
+                                cells?: {cell id: {pinned_cpus?, cpu_usage?, memory_usage_mb?,
+                                                   hugepages?: {size_kb: {total?, used?}}}}}}]
     storage_pools: [{service: cinder|manila, name: host@backend#pool,
                     availability_zone?, total_capacity_gb, free_capacity_gb,
                     allocated_capacity_gb?, provisioned_capacity_gb?, reserved_percentage?,
@@ -25,11 +29,21 @@ production; see :class:`cortex.knowledge.view.HostState`.
 
 An import replaces the whole knowledge snapshot in one transaction and bumps the
 knowledge version, so a bad file (rejected by the schema below) changes nothing.
+
+A host's ``topology`` stands in for what its cortex-agent would report: ``report`` is a
+``TopologyReport`` document, or the name of one in the ``topology/`` folder next to the
+fleet file (``etc/cortex/topology/hgx-h100-8gpu.json``), then the host's own usage on top:
+GPUs taken by guests (``in_use_source: fleet``), MIG instances taken, and per NUMA cell
+the pinned CPUs, shared vCPUs, memory used (MiB) and huge pages configured/used (a huge
+page total moves the 4 KiB page count with it).
 """
 
 from __future__ import annotations
 
+import copy
+import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +51,7 @@ import jsonschema
 import yaml
 from sqlalchemy import Connection, delete, func, insert, update
 
+from cortex.cpuset import format_cpuset, parse_cpuset
 from cortex.db import models
 
 _INVENTORY = {
@@ -64,6 +79,25 @@ _MIGRATION = {
                    "status": {"type": "string"},
                    "resources": {"type": "object", "additionalProperties": _COUNT}},
 }
+_TOPOLOGY = {
+    "type": "object", "required": ["report"], "additionalProperties": False,
+    "properties": {
+        "report": {"type": ["string", "object"]},
+        "gpus_in_use": {"type": "array", "items": {"type": "string"}},
+        "mig_in_use": {"type": "object", "additionalProperties": {
+            "type": "array", "items": _COUNT}},
+        "cells": {"type": "object", "propertyNames": {"pattern": "^[0-9]+$"},
+                  "additionalProperties": {
+                      "type": "object", "additionalProperties": False, "properties": {
+                          "pinned_cpus": {"type": "string"}, "cpu_usage": _COUNT,
+                          "memory_usage_mb": _COUNT,
+                          "hugepages": {"type": "object",
+                                        "propertyNames": {"pattern": "^[0-9]+$"},
+                                        "additionalProperties": {
+                                            "type": "object", "additionalProperties": False,
+                                            "properties": {"total": _COUNT, "used": _COUNT}}}}}},
+    },
+}
 FLEET_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -90,6 +124,7 @@ FLEET_SCHEMA: dict[str, Any] = {
                 "instances": {"type": "array", "items": _INSTANCE},
                 "migrations": {"type": "array", "items": _MIGRATION},
                 "failed_builds": _COUNT, "allowed_projects": _STRINGS,
+                "topology": _TOPOLOGY,
             }}},
         "storage_pools": {"type": "array", "items": {
             "type": "object", "additionalProperties": False,
@@ -123,7 +158,20 @@ def read_fleet(path: str | Path) -> dict[str, Any]:
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(top)"
         raise FleetError(f"{path}: {where}: {error.message}")
+    for host in data.get("hosts", ()):
+        topology = host.get("topology")
+        if topology and isinstance(topology["report"], str):
+            topology["report"] = _read_report(Path(path).parent / "topology",
+                                              topology["report"])
     return data
+
+
+def _read_report(folder: Path, name: str) -> dict[str, Any]:
+    """A topology report document shipped next to the fleet file; FleetError if unreadable."""
+    try:
+        return json.loads((folder / f"{name}.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise FleetError(f"topology report {name!r}: {exc}") from None
 
 
 def import_fleet(connection: Connection, fleet: Mapping[str, Any]) -> dict[str, int]:
@@ -132,13 +180,22 @@ def import_fleet(connection: Connection, fleet: Mapping[str, Any]) -> dict[str, 
     Runs on the caller's ``connection`` inside its transaction (commit or roll back
     is the caller's). Returns row counts ``{"hosts", "aggregates", "storage_pools"}``.
     """
+    from cortex.knowledge.topology_store import TopologyError, store_report
+
     for table in (models.ResourceInventory, models.ComputeNode, models.AggregateHost,
-                  models.Aggregate, models.StoragePool):
+                  models.Aggregate, models.StoragePool, models.HostTopology):
         connection.execute(delete(table))
     for aggregate in fleet.get("aggregates", ()):
         _insert_aggregate(connection, aggregate)
+    now = datetime.now(UTC)
     for host in fleet.get("hosts", ()):
         _insert_node(connection, host)
+        if host.get("topology"):
+            try:
+                store_report(connection, host["host"], topology_report(host["topology"]), now,
+                             bump=False)
+            except (TopologyError, KeyError, ValueError) as exc:
+                raise FleetError(f"host {host['host']}: topology: {exc}") from None
     pools = [_pool_row(p) for p in fleet.get("storage_pools", ())]
     if pools:
         connection.execute(insert(models.StoragePool), pools)
@@ -210,3 +267,51 @@ def _pool_row(pool: Mapping[str, Any]) -> dict[str, Any]:
         "features": dict(pool.get("features") or {}),
         "resource_count": pool.get("resource_count", 0),
     }
+
+
+def topology_report(topology: Mapping[str, Any]) -> dict[str, Any]:
+    """The report of a fleet host's ``topology``: the base report with the host's usage.
+
+    Raises FleetError for a report given by name only (resolved by :func:`read_fleet`),
+    a GPU or cell the report does not have, or a CPU list that does not parse.
+    """
+    if not isinstance(topology["report"], Mapping):
+        raise FleetError(f"topology report {topology['report']!r} was not resolved")
+    report = copy.deepcopy(dict(topology["report"]))
+    gpus = {g["pci_address"]: g for g in report.get("gpus", ())}
+    for address in topology.get("gpus_in_use", ()):
+        if address not in gpus:
+            raise FleetError(f"gpus_in_use: no GPU {address}")
+        gpus[address].update(in_use=True, in_use_source="fleet")
+    for address, ids in (topology.get("mig_in_use") or {}).items():
+        instances = {i["id"]: i for i in ((gpus.get(address) or {}).get("mig") or {}).get(
+            "instances", ())}
+        for instance_id in ids:
+            if instance_id not in instances:
+                raise FleetError(f"mig_in_use: no MIG instance {instance_id} on {address}")
+            instances[instance_id]["in_use"] = True
+    cells = {str(c["id"]): c for c in report.get("numa_cells", ())}
+    for cell_id, usage in (topology.get("cells") or {}).items():
+        if cell_id not in cells:
+            raise FleetError(f"cells: no NUMA cell {cell_id}")
+        _cell_usage(cells[cell_id], usage)
+    return report
+
+
+def _cell_usage(cell: dict[str, Any], usage: Mapping[str, Any]) -> None:
+    """Apply one cell's usage from the fleet file to a report cell."""
+    if "pinned_cpus" in usage:
+        cell["pinned_cpus"] = format_cpuset(parse_cpuset(usage["pinned_cpus"]))
+    for key in ("cpu_usage", "memory_usage_mb"):
+        if key in usage:
+            cell[key] = usage[key]
+    pages = {p["size_kb"]: p for p in cell.get("mempages", ())}
+    for size, counts in (usage.get("hugepages") or {}).items():
+        page = pages.setdefault(int(size), {"size_kb": int(size), "total": 0, "used": 0,
+                                            "reserved": 0})
+        page.update(counts)
+    small = pages.get(4)
+    if small is not None:
+        huge_kb = sum(size * p["total"] for size, p in pages.items() if size != 4)
+        small["total"] = max(cell["memory_mb"] * 1024 - huge_kb, 0) // 4
+    cell["mempages"] = [pages[size] for size in sorted(pages)]

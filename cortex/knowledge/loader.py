@@ -10,6 +10,8 @@ from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import Session, selectinload
 
 from cortex.db import models
+from cortex.knowledge.topology import HostTopology, topology_from_report
+from cortex.knowledge.topology_store import read_reports, report_times
 from cortex.knowledge.view import (
     Aggregate,
     HostState,
@@ -21,6 +23,8 @@ from cortex.knowledge.view import (
     StoragePoolState,
 )
 
+_IN_LIST_LIMIT = 500  # more changed hosts than this: read all reports at once
+
 
 def read_version(bind: Engine | Connection) -> int:
     """The current knowledge version (0 for a freshly migrated database)."""
@@ -31,10 +35,12 @@ def read_version(bind: Engine | Connection) -> int:
         return int(connection.execute(query).scalar() or 0)
 
 
-def load_view(bind: Engine | Connection) -> KnowledgeView:
+def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None) -> KnowledgeView:
     """Read every knowledge table in one transaction and freeze the result.
 
-    ``bind`` may be a Connection inside the caller's transaction (tests).
+    ``bind`` may be a Connection inside the caller's transaction (tests). Hosts whose
+    topology report is still the one ``previous`` (the view being replaced) holds keep
+    that HostTopology; only new or changed reports are read and built again.
     """
     with Session(bind) as session, session.begin_nested() if isinstance(
             bind, Connection) else session.begin():
@@ -47,10 +53,11 @@ def load_view(bind: Engine | Connection) -> KnowledgeView:
             select(models.ComputeNode).options(selectinload(models.ComputeNode.inventories))
         ).all()
         pools = session.scalars(select(models.StoragePool)).all()
+        topologies = _topologies(session, {row.host for row in nodes}, previous)
         return KnowledgeView(
             version=int(version),
             loaded_at=datetime.now(UTC),
-            hosts=_hosts(nodes, _aggregates_by_host(aggregates)),
+            hosts=_hosts(nodes, _aggregates_by_host(aggregates), topologies),
             pools=_pools(pools),
         )
 
@@ -78,7 +85,30 @@ def _node(row: models.ComputeNode) -> NodeState:
                      row.cpu_arch, frozenset(row.traits or ()), MappingProxyType(inventories))
 
 
-def _hosts(nodes, aggregates: dict[str, list[Aggregate]]) -> MappingProxyType:
+def _topologies(session: Session, hosts: set[str],
+                previous: KnowledgeView | None) -> dict[str, HostTopology]:
+    """The HostTopology of each of ``hosts`` that has a report, reusing ``previous``'s.
+
+    GPUs' ``in_use`` comes from the reports (agent or fleet); once Placement's PCI and
+    vGPU child providers are synced, their usage is joined here by PCI address with
+    :func:`cortex.knowledge.topology.placement_gpu_usage` and takes precedence.
+    """
+    times = {host: at for host, at in report_times(session).items() if host in hosts}
+    kept: dict[str, HostTopology] = {}
+    for host, at in times.items():
+        state = previous.hosts.get(host) if previous is not None else None
+        if state is not None and state.topology is not None and state.topology.reported_at == at:
+            kept[host] = state.topology
+    stale = [host for host in times if host not in kept]
+    if stale:
+        documents = read_reports(session, stale if len(stale) <= _IN_LIST_LIMIT else None)
+        kept.update({host: topology_from_report(documents[host], documents[host]["reported_at"])
+                     for host in stale})
+    return kept
+
+
+def _hosts(nodes, aggregates: dict[str, list[Aggregate]],
+           topologies: dict[str, HostTopology] | None = None) -> MappingProxyType:
     """Group node rows by host; a host is enabled/up only if all its nodes' services are."""
     rows_by_host = defaultdict(list)
     for row in nodes:
@@ -98,6 +128,7 @@ def _hosts(nodes, aggregates: dict[str, list[Aggregate]]) -> MappingProxyType:
             nodes=MappingProxyType(node_states),
             traits=frozenset().union(*(n.traits for n in node_states.values())),
             **_host_facts(rows),
+            topology=(topologies or {}).get(host),
         )
     return MappingProxyType(hosts)
 

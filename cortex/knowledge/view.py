@@ -17,6 +17,8 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
+from cortex.knowledge.topology import HostTopology
+
 EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -131,7 +133,8 @@ class HostState:
     ``instances`` (InstanceSummary per instance on the host), ``migrations``
     (MigrationSummary, see there), ``failed_builds`` (Nova's count of recent build
     failures on the host, reset by a success) and ``allowed_projects`` (when not
-    empty, the only projects the host may serve).
+    empty, the only projects the host may serve). ``topology`` is what the host's
+    cortex-agent reported (None: no report).
     """
 
     host: str
@@ -148,6 +151,7 @@ class HostState:
     migrations: tuple[MigrationSummary, ...] = ()
     failed_builds: int = 0
     allowed_projects: frozenset[str] = frozenset()
+    topology: HostTopology | None = None
 
     all_nodes: tuple[NodeState, ...] = field(init=False, repr=False, compare=False)
 

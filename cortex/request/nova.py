@@ -18,6 +18,8 @@ from cortex.request.base import (
     strings,
     unwrap,
 )
+from cortex.request.devices import DeviceCatalog, DeviceRequest, device_requests
+from cortex.request.numa import numa_constraints
 
 INTENTS = ("create", "rebuild", "resize", "live_migrate", "evacuate")
 _RESOURCES_RE = re.compile(r"^resources(\d*|_[\w-]+):(?P<rc>[A-Z0-9_]+)$")
@@ -95,6 +97,13 @@ class NovaRequest:
     schema. ``resources`` are the amounts per resource class that Placement would
     be asked for (see :func:`requested_resources`); ``intent`` is the
     ``_nova_check_type`` hint (``create`` when absent).
+
+    Derived for the topology filters: ``guest_numa`` is the guest's NUMA cells (the
+    spec's ``numa_topology`` when it has cells, else derived from the flavor and image
+    as Nova does, :func:`cortex.request.numa.numa_constraints`), with
+    ``emulator_threads_policy``; ``device_requests`` is the device demand
+    (:func:`cortex.request.devices.device_requests`) and ``unresolved_devices`` names
+    aliases or device profiles Cortex has no definition of.
     """
 
     candidates: tuple[Candidate, ...]
@@ -127,6 +136,10 @@ class NovaRequest:
     request_id: str | None = None
     global_request_id: str | None = None
     pipeline: str | None = None
+    guest_numa: tuple[NumaCellRequest, ...] = ()
+    emulator_threads_policy: str | None = None
+    device_requests: tuple[DeviceRequest, ...] = ()
+    unresolved_devices: tuple[str, ...] = ()
     service: str = field(default="nova", init=False)
 
     @property
@@ -141,12 +154,26 @@ class NovaRequest:
             "hw_cpu_policy")
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> NovaRequest:
-        """Parse a validated body; raises BadRequest for what the schema cannot express."""
+    def from_body(cls, body: Mapping[str, Any],
+                  devices: DeviceCatalog | None = None) -> NovaRequest:
+        """Parse a validated body; raises BadRequest for what the schema cannot express.
+
+        ``devices`` resolves ``pci_passthrough:alias`` and ``accel:device_profile`` (the
+        ``[gpu]`` options); without it they stay unresolved.
+        """
         spec = unwrap(body["spec"])
         flavor = _flavor(unwrap(spec.get("flavor")))
         image = unwrap(spec.get("image"))
         image_properties = unwrap(image.get("properties"))
+        numa_topology = unwrap(spec.get("numa_topology"))
+        numa_cells = _numa_cells(numa_topology)
+        emulator = numa_topology.get("emulator_threads_policy")
+        guest_numa = numa_cells
+        if not numa_cells:
+            guest_numa, emulator = _derived_numa(flavor, image_properties)
+        pci_requests = _pci_requests(unwrap(spec.get("pci_requests")))
+        wanted, unresolved = device_requests(pci_requests, flavor.extra_specs, image_properties,
+                                             devices)
         hints = {k: strings(v) for k, v in (spec.get("scheduler_hints") or {}).items()}
         params = unwrap(spec.get("request_level_params"))
         required, forbidden = _traits(flavor.extra_specs)
@@ -156,8 +183,8 @@ class NovaRequest:
             candidates=parse_candidates(body),
             flavor=flavor,
             image_properties=frozen(image_properties),
-            numa_cells=_numa_cells(unwrap(spec.get("numa_topology"))),
-            pci_requests=_pci_requests(unwrap(spec.get("pci_requests"))),
+            numa_cells=numa_cells,
+            pci_requests=pci_requests,
             scheduler_hints=frozen(hints),
             intent=_intent(hints, body),
             server_group=_server_group(unwrap(spec.get("instance_group"))),
@@ -183,6 +210,10 @@ class NovaRequest:
             request_id=request_id,
             global_request_id=global_request_id,
             pipeline=body.get("pipeline"),
+            guest_numa=guest_numa,
+            emulator_threads_policy=emulator,
+            device_requests=wanted,
+            unresolved_devices=unresolved,
         )
 
 
@@ -226,6 +257,14 @@ def _numa_cells(topology: Mapping[str, Any] | None) -> tuple[NumaCellRequest, ..
             cpu_policy=c.get("cpu_policy"),
             cpu_thread_policy=c.get("cpu_thread_policy"),
         ) for c in cells)
+
+
+def _derived_numa(flavor: Flavor, image_props: Mapping[str, Any]
+                  ) -> tuple[tuple[NumaCellRequest, ...], str | None]:
+    """Guest NUMA cells Nova would derive from the flavor and image (none: no NUMA)."""
+    cells, emulator = numa_constraints(flavor.vcpus, flavor.memory_mb, flavor.extra_specs,
+                                       image_props)
+    return tuple(NumaCellRequest(**cell) for cell in cells), emulator
 
 
 def _pci_requests(value: Mapping[str, Any] | None) -> tuple[PciRequest, ...]:
@@ -303,5 +342,5 @@ def requested_resources(flavor: Flavor, image_properties: Mapping[str, Any],
     return {rc: amount for rc, amount in resources.items() if amount > 0}
 
 
-__all__ = ["EMPTY", "Destination", "Flavor", "NovaRequest", "NumaCellRequest", "PciRequest",
-           "ServerGroup", "requested_resources"]
+__all__ = ["EMPTY", "Destination", "DeviceCatalog", "DeviceRequest", "Flavor", "NovaRequest",
+           "NumaCellRequest", "PciRequest", "ServerGroup", "requested_resources"]

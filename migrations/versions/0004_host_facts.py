@@ -15,7 +15,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0004"
-down_revision = "0001"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 

@@ -55,6 +55,10 @@ def test_every_bundled_body_gets_a_valid_ranking(client, service, path):
 @pytest.mark.parametrize("fixture, survivors", [
     ("nova/force-and-ignore-hosts", {"cmp0002", "cmp0004"}),
     ("nova/gpu-8xh100-full-node", {"cmp0000"}),
+    ("nova/gpu-1xa100-numa", {"cmp0002"}),
+    ("nova/gpu-2xh100-pinned", {"cmp0001"}),
+    ("nova/gpu-4xl40s-required", {"cmp0004"}),
+    ("nova/multi-create-anti-affinity", {"cmp0000", "cmp0001"}),
     ("nova/vgpu-mig-3g", {"cmp0003"}),
     ("nova/vmware-hana", {"nova-compute-bb0000", "nova-compute-bb0002"}),
     ("nova/cpu-general-purpose", {f"cmp000{i}" for i in (0, 1, 2, 3, 4, 7)}),
@@ -306,3 +310,28 @@ def test_engine_errors_are_sqlalchemy_errors():
     # the knowledge cache relies on connection failures surfacing as SQLAlchemyError
     with pytest.raises(OperationalError):
         dead_engine().connect()
+
+
+@pytest.mark.parametrize("fixture, step, host, reason", [
+    # 1 GiB pages: cmp0000 has none configured, cmp0001 has them on the node with free H100s
+    ("gpu-2xh100-pinned", "filter_numa_topology", "cmp0000", "no 1048576 KiB pages"),
+    ("gpu-1xa100-numa", "filter_gpu_capacity", "cmp0003", "a100: 0 free matching devices"),
+    ("gpu-4xl40s-required", "filter_gpu_capacity", "cmp0002", "l40s: 0 free matching"),
+])
+def test_gpu_bodies_are_filtered_on_topology_with_reasons(client, app, fixture, step, host,
+                                                          reason):
+    response = post(client, "nova", load_body(FIXTURES / "nova" / f"{fixture}.json"))
+    app.extensions["cortex"].decisions.flush()
+    decision = client.get(f"/v1/decisions/{response.headers['x-cortex-decision-id']}")
+    [record] = [s for s in decision.get_json()["steps"] if s["name"] == step]
+    assert reason in record["removed"][host]
+
+
+def test_gpu_topology_filters_run_in_the_gpu_pipeline(client, app):
+    response = post(client, "nova", load_body(FIXTURES / "nova" / "gpu-8xh100-full-node.json"))
+    app.extensions["cortex"].decisions.flush()
+    steps = client.get(f"/v1/decisions/{response.headers['x-cortex-decision-id']}").get_json()[
+        "steps"]
+    ran = {s["name"] for s in steps if s["status"] == "ran"}
+    assert {"filter_gpu_capacity", "filter_gpu_health", "filter_numa_topology",
+            "filter_pci_numa_affinity"} <= ran

@@ -125,7 +125,10 @@ def test_hana_bin_packing_fills_the_fullest_smallest_host(client, app):
 
 
 def test_gpu_bin_packing_fills_the_busier_gpu_host(client, app):
-    hosts, _ = decide(client, app, "nova", fixture("nova", "gpu-2xh100-pinned", neutral=True))
+    # 1 H100 each: both HGX hosts hold one (gpu-2xh100-pinned's 1 GiB pages leave only
+    # cmp0001 since the topology filters), and cmp0001 is the busier one
+    hosts, _ = decide(client, app, "nova",
+                      fixture("nova", "multi-create-anti-affinity", neutral=True))
     assert hosts == ["cmp0001", "cmp0000"]
 
 

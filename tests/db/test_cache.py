@@ -27,11 +27,11 @@ def counted(monkeypatch, db):
         calls["version"] += 1
         return calls["version_value"] if calls["version_value"] is not None else real_read(db)
 
-    def load_view(_engine):
+    def load_view(_engine, previous=None):
         if calls["fail"]:
             raise OperationalError("SELECT", {}, Exception("down"))
         calls["load"] += 1
-        return real_load(db)
+        return real_load(db, previous=previous)
 
     monkeypatch.setattr(cache_module, "read_version", read_version)
     monkeypatch.setattr(cache_module, "load_view", load_view)
@@ -101,10 +101,10 @@ def test_cold_cache_makes_concurrent_callers_wait_for_the_first_load(counted):
     started = threading.Event()
     real_load = cache_module.load_view
 
-    def slow_load(bind):
+    def slow_load(bind, **kwargs):
         started.set()
         threading.Event().wait(0.2)
-        return real_load(bind)
+        return real_load(bind, **kwargs)
 
     cache_module.load_view = slow_load
     try:

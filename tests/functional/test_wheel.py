@@ -8,7 +8,7 @@ import venv
 
 import pytest
 
-from cortex.db.migrate import head_revision
+from cortex.db import migrate
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.functional
@@ -39,7 +39,7 @@ def test_wheel_installs_and_migrates(tmp_path, empty_database_url):
     upgrade = subprocess.run([target / "bin" / "cortex-manage", "db", "upgrade"],
                              capture_output=True, text=True, cwd=tmp_path, env=env)
     assert upgrade.returncode == 0, upgrade.stderr
-    assert f"database at revision {head_revision()}" in upgrade.stdout
+    assert f"database at revision {migrate.head_revision()}" in upgrade.stdout
     check = subprocess.run([target / "bin" / "cortex-manage", "config", "check"],
                            capture_output=True, text=True, cwd=tmp_path, env=env)
     assert check.returncode == 0, check.stderr

@@ -14,8 +14,10 @@ FORBIDDEN = {
     "pipeline": {"api", "db", "cmd"},
     "request": {"api", "pipeline", "plugins", "knowledge", "db", "cmd"},
     "api": {"cmd", "sync"},
+    "agent": {"api", "pipeline", "plugins", "knowledge", "db", "request", "cmd", "sync"},
 }
-THIRD_PARTY_FORBIDDEN = {"plugins": {"sqlalchemy"}, "request": {"sqlalchemy", "flask"}}
+THIRD_PARTY_FORBIDDEN = {"plugins": {"sqlalchemy"}, "request": {"sqlalchemy", "flask"},
+                         "agent": {"sqlalchemy", "flask"}}
 
 
 def imports(path: Path) -> set[str]:

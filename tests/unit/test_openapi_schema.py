@@ -112,6 +112,7 @@ def test_document_is_json_serialisable(document):
         ("/openapi.json", {"get"}),
         ("/v1/decisions", {"get"}),
         ("/v1/decisions/{decision_id}", {"get"}),
+        ("/v1/topology/{host}", {"get", "post"}),
     ],
 )
 def test_paths_and_methods(document, path, methods):

@@ -23,7 +23,7 @@ def test_every_package_is_listed():
 def test_console_scripts_resolve():
     scripts = {ep.name: ep for ep in entry_points(group="console_scripts")
                if ep.value.startswith("cortex.")}
-    assert {"cortex-api", "cortex-manage"} <= set(scripts)
+    assert {"cortex-agent", "cortex-api", "cortex-manage"} <= set(scripts)
     for ep in scripts.values():
         assert callable(ep.load())
 
@@ -32,5 +32,6 @@ def test_extras_and_plugin_groups_are_declared():
     cfg = setup_cfg()
     extras = cfg["options.extras_require"]
     assert "openstacksdk" in extras["sync"] and "nvidia-ml-py" in extras["agent"]
+    assert "nvidia-ml-py" in extras["test"]  # CI runs the agent's tests with the real pynvml
     points = cfg["options.entry_points"]
     assert "cortex.filters" in points and "cortex.weighers" in points

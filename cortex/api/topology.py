@@ -1,0 +1,53 @@
+"""``/v1/topology/<host>``: store a cortex-agent report, show the stored one."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from flask import current_app, jsonify
+from sqlalchemy.exc import SQLAlchemyError
+
+from cortex.api.errors import ApiError
+from cortex.api.scheduler import read_json_body
+from cortex.knowledge.topology_store import TopologyError, read_reports, store_report
+
+MAX_HOST = 255
+
+
+def post_topology(host: str):
+    """``POST /v1/topology/<host>``: validate, check, store with the arrival time; 200.
+
+    400 for a body that is not a ``TopologyReport``, names another host or is
+    inconsistent (nothing is stored); 503 when the database fails.
+    """
+    services = current_app.extensions["cortex"]
+    if len(host) > MAX_HOST:
+        raise ApiError(400, f"host name longer than {MAX_HOST} characters")
+    body = read_json_body(services.conf.get("api", "max_body_bytes"))
+    errors = services.validator.topology_errors(body)
+    if errors:
+        raise ApiError(400, "; ".join(errors))
+    if body.get("host") not in (None, host):
+        raise ApiError(400, f"the report is for host {body['host']!r}, not {host!r}")
+    try:
+        with services.engine.begin() as connection:
+            stored = store_report(connection, host, body, datetime.now(UTC))
+    except TopologyError as exc:
+        raise ApiError(400, str(exc)) from None
+    except SQLAlchemyError as exc:
+        raise ApiError(503, f"database unreachable: {type(exc).__name__}") from None
+    return jsonify(stored)
+
+
+def show_topology(host: str):
+    """``GET /v1/topology/<host>``: the stored report with ``reported_at``; 404 if none."""
+    services = current_app.extensions["cortex"]
+    try:
+        with services.engine.connect() as connection:
+            document = read_reports(connection, [host]).get(host)
+    except SQLAlchemyError as exc:
+        raise ApiError(503, f"database unreachable: {type(exc).__name__}") from None
+    if document is None:
+        raise ApiError(404, f"no topology report from host {host}")
+    document["reported_at"] = document["reported_at"].isoformat()
+    return jsonify(document)

@@ -1,0 +1,373 @@
+"""A host's GPU and NUMA topology, immutable and precomputed once per knowledge version.
+
+Built from an agent report (:func:`topology_from_report`, the shape of ``TopologyReport``
+in the OpenAPI document) or from the topology tables, which store exactly that. The
+NUMA cell model is Nova's host ``NUMACell`` (``nova/objects/numa.py``): ``pcpuset``
+(dedicated, PCPU) and ``cpuset`` (shared, VCPU) CPUs, ``siblings``, ``pinned_cpus``,
+``cpu_usage`` (shared vCPUs of NUMA guests), ``memory``/``memory_usage`` in MiB and
+``mempages`` per page size in KiB. What plugins need per request is derived here
+(free pinnable CPUs, free sibling sets, free devices, the GPU pair matrix) so a
+filter costs one lookup per host.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+from cortex.cpuset import parse_cpuset
+
+#: ``in_use_source`` values: who said the GPU is taken.
+IN_USE_SOURCES = ("placement", "agent", "fleet")
+_PROVIDER_PCI = re.compile(
+    r"_(?:pci_)?(?P<domain>[0-9a-f]{4})[:_](?P<bus>[0-9a-f]{2})[:_](?P<slot>[0-9a-f]{2})"
+    r"[._](?P<function>[0-7])$", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class MemPages:
+    """Pages of one size in a cell (Nova's NUMAPagesTopology): ``size_kb``, counts of pages."""
+
+    size_kb: int
+    total: int
+    used: int = 0
+    reserved: int = 0
+
+    @property
+    def free(self) -> int:
+        """Pages neither used nor reserved: ``total - used - reserved``."""
+        return self.total - self.used - self.reserved
+
+
+@dataclass(frozen=True, slots=True)
+class NumaCell:
+    """A host NUMA cell (Nova's NUMACell); memory in MiB, CPUs as ids.
+
+    ``siblings`` are the SMT sibling sets of the cell's CPUs as sysfs reports them;
+    ``usable_siblings`` keeps only CPUs Nova may use (``pcpuset | cpuset``), as the
+    libvirt driver does. Derived fields are computed at construction.
+    """
+
+    id: int
+    socket: int | None
+    cpus: frozenset[int]
+    pcpuset: frozenset[int]
+    cpuset: frozenset[int]
+    siblings: tuple[frozenset[int], ...]
+    memory: int
+    memory_usage: int = 0
+    cpu_usage: int = 0
+    pinned_cpus: frozenset[int] = frozenset()
+    mempages: tuple[MemPages, ...] = ()
+    distances: tuple[int, ...] = ()
+    free_pcpus: frozenset[int] = field(init=False, compare=False)
+    usable_siblings: tuple[frozenset[int], ...] = field(init=False, compare=False)
+    threads_per_core: int = field(init=False, compare=False)
+    cores_with_free: tuple[int, ...] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        usable = self.pcpuset | self.cpuset
+        siblings = tuple(s & usable for s in self.siblings if s & usable)
+        free = self.pcpuset - self.pinned_cpus
+        per_core = sorted((len(s & free) for s in siblings), reverse=True)
+        threads = max((len(s) for s in siblings), default=1) or 1
+        # cores_with_free[t] = number of cores with at least t free pinnable CPUs
+        counts = tuple(sum(1 for n in per_core if n >= t) for t in range(threads + 1))
+        object.__setattr__(self, "free_pcpus", free)
+        object.__setattr__(self, "usable_siblings", siblings)
+        object.__setattr__(self, "threads_per_core", threads)
+        object.__setattr__(self, "cores_with_free", counts)
+
+    @property
+    def avail_pcpus(self) -> int:
+        """Free pinnable CPUs: ``len(pcpuset - pinned_cpus)``."""
+        return len(self.free_pcpus)
+
+    @property
+    def avail_memory(self) -> int:
+        """MiB not used by guests: ``memory - memory_usage``."""
+        return self.memory - self.memory_usage
+
+    def pages(self, size_kb: int) -> MemPages | None:
+        """The cell's pages of ``size_kb`` KiB, or None when it has no such pool."""
+        return next((p for p in self.mempages if p.size_kb == size_kb), None)
+
+
+@dataclass(frozen=True, slots=True)
+class MigInstance:
+    """A MIG GPU instance: NVML id and profile (``3g.40gb``), memory in MiB, placement slices."""
+
+    id: int
+    profile_id: int
+    profile: str
+    placement_start: int
+    placement_size: int
+    memory_mb: int
+    in_use: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """One NVIDIA GPU of the host, by PCI address (``0000:3b:00.0``).
+
+    ``numa_node`` follows the agent's rules (``numa_source`` says which answered);
+    ``pci_numa_node`` is sysfs', the one Nova's PCI tracker uses. ``in_use`` says
+    whether a guest holds it, ``in_use_source`` who said so (:data:`IN_USE_SOURCES`).
+    """
+
+    pci_address: str
+    vendor_id: str
+    device_id: str | None
+    index: int | None = None
+    uuid: str | None = None
+    name: str | None = None
+    dev_type: str = "type-PCI"
+    driver: str | None = None
+    memory_mb: int | None = None
+    numa_node: int | None = None
+    numa_source: str | None = None
+    pci_numa_node: int | None = None
+    cpu_affinity: frozenset[int] = frozenset()
+    mig_mode: str | None = None
+    mig_instances: tuple[MigInstance, ...] = ()
+    virtualization_mode: str | None = None
+    compute_capability: str | None = None
+    healthy: bool = True
+    health_reasons: tuple[str, ...] = ()
+    in_use: bool = False
+    in_use_source: str | None = None
+    vgpus_in_use: int = 0
+    fabric_clique: int | None = None
+    fabric_cluster: str | None = None
+
+    @property
+    def passthrough(self) -> bool:
+        """Whether the whole GPU can be passed through (not split by MIG nor a vGPU host)."""
+        return self.mig_mode != "enabled" and self.virtualization_mode not in (
+            "host_vgpu", "host_vsga")
+
+
+@dataclass(frozen=True, slots=True)
+class DevicePool:
+    """Free passthrough GPUs alike in what a PCI spec can ask (Nova's PCI device pool).
+
+    ``attributes`` are the keys a spec is compared with (``vendor_id``, ``product_id``,
+    ``dev_type``, ``numa_node``: the sysfs node Nova sees), strings lower-cased;
+    ``healthy`` splits pools so unhealthy GPUs can be left out.
+    """
+
+    attributes: Mapping[str, Any]
+    numa_node: int | None
+    dev_type: str
+    healthy: bool
+    addresses: tuple[str, ...]
+
+
+def _pools(gpus: Iterable[Gpu]) -> tuple[DevicePool, ...]:
+    """Group GPUs into DevicePools, in the order of their first PCI address."""
+    groups: dict[tuple, list[Gpu]] = {}
+    for gpu in gpus:
+        key = (gpu.vendor_id.lower(), (gpu.device_id or "").lower(), gpu.dev_type,
+               gpu.pci_numa_node, gpu.healthy)
+        groups.setdefault(key, []).append(gpu)
+    return tuple(DevicePool(MappingProxyType({"vendor_id": vendor, "product_id": product,
+                                              "dev_type": dev_type.lower(),
+                                              "numa_node": node}),
+                            node, dev_type, healthy, tuple(g.pci_address for g in members))
+                 for (vendor, product, dev_type, node, healthy), members in groups.items())
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLink:
+    """What joins two GPUs: active NVLinks (through NVSwitch too), NVLink P2P, PCIe level."""
+
+    a: str
+    b: str
+    nvlink: int
+    p2p_nvlink: str | None
+    topology: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Nic:
+    """A PCI network interface and its NUMA node."""
+
+    name: str
+    pci_address: str | None
+    numa_node: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class HostTopology:
+    """Everything the agent told about one host, with per-request facts precomputed.
+
+    ``links`` maps both orders of a GPU address pair to its GpuLink. Derived:
+    ``free_gpus`` (passthrough-capable, not in use) and their ``device_pools``,
+    ``free_mig`` (free MIG instances per profile), ``time_sliced_vgpu`` (a vGPU host GPU
+    without MIG: capacity unknown), ``has_threads`` (Nova's ``NUMATopology.has_threads``),
+    ``sockets_known`` (every cell reports a socket), ``nvlink_islands`` (GPUs joined by
+    NVLink, largest first).
+    """
+
+    cells: tuple[NumaCell, ...]
+    gpus: tuple[Gpu, ...]
+    links: Mapping[tuple[str, str], GpuLink]
+    nics: tuple[Nic, ...] = ()
+    reported_at: datetime | None = None
+    driver_version: str | None = None
+    nvml_error: str | None = None
+    free_gpus: tuple[Gpu, ...] = field(init=False, compare=False)
+    device_pools: tuple[DevicePool, ...] = field(init=False, compare=False)
+    free_mig: Mapping[str, int] = field(init=False, compare=False)
+    time_sliced_vgpu: bool = field(init=False, compare=False)
+    has_threads: bool = field(init=False, compare=False)
+    sockets_known: bool = field(init=False, compare=False)
+    nvlink_islands: tuple[frozenset[str], ...] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        free_mig: dict[str, int] = {}
+        for gpu in self.gpus:
+            for instance in gpu.mig_instances:
+                if not instance.in_use:
+                    free_mig[instance.profile] = free_mig.get(instance.profile, 0) + 1
+        free_gpus = tuple(g for g in self.gpus if g.passthrough and not g.in_use)
+        values = {
+            "free_gpus": free_gpus,
+            "device_pools": _pools(free_gpus),
+            "free_mig": MappingProxyType(free_mig),
+            "time_sliced_vgpu": any(g.virtualization_mode == "host_vgpu"
+                                    and g.mig_mode != "enabled" for g in self.gpus),
+            "has_threads": any(len(s) > 1 for c in self.cells for s in c.usable_siblings),
+            "sockets_known": all(c.socket is not None for c in self.cells),
+            "nvlink_islands": _islands(self.gpus, self.links.values()),
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def link(self, a: str, b: str) -> GpuLink | None:
+        """The link between GPUs ``a`` and ``b`` (PCI addresses), in either order."""
+        return self.links.get((a, b))
+
+    def cell(self, cell_id: int) -> NumaCell | None:
+        """The cell with this id, or None."""
+        return next((c for c in self.cells if c.id == cell_id), None)
+
+
+def _islands(gpus: Iterable[Gpu], links: Iterable[GpuLink]) -> tuple[frozenset[str], ...]:
+    """Connected components of the NVLink graph (a GPU without NVLink is its own island)."""
+    parent = {g.pci_address: g.pci_address for g in gpus}
+
+    def root(a: str) -> str:
+        while parent[a] != a:
+            a = parent[a]
+        return a
+
+    for link in links:
+        if link.nvlink > 0 and link.a in parent and link.b in parent:
+            parent[root(link.a)] = root(link.b)
+    groups: dict[str, set[str]] = {}
+    for address in parent:
+        groups.setdefault(root(address), set()).add(address)
+    return tuple(sorted((frozenset(g) for g in groups.values()), key=lambda g: (-len(g),
+                                                                               min(g))))
+
+
+def topology_from_report(report: Mapping[str, Any], reported_at: datetime | None = None,
+                         placement_in_use: Mapping[str, bool] | None = None) -> HostTopology:
+    """The HostTopology of an agent report (see ``TopologyReport`` in the OpenAPI document).
+
+    ``placement_in_use`` (``{pci address: in use}``, from :func:`placement_gpu_usage`)
+    overrides the report's ``in_use`` for the GPUs it names, with source ``placement``.
+    Raises KeyError/ValueError for a report that lacks required fields.
+    """
+    placement_in_use = placement_in_use or {}
+    gpus = []
+    for raw in report.get("gpus", ()):
+        gpu = _gpu(raw)
+        if gpu.pci_address in placement_in_use:
+            gpu = replace(gpu, in_use=placement_in_use[gpu.pci_address],
+                          in_use_source="placement")
+        gpus.append(gpu)
+    links: dict[tuple[str, str], GpuLink] = {}
+    for raw in report.get("gpu_links", ()):
+        link = GpuLink(raw["a"], raw["b"], int(raw.get("nvlink") or 0), raw.get("p2p_nvlink"),
+                       raw.get("topology"))
+        links[(link.a, link.b)] = links[(link.b, link.a)] = link
+    return HostTopology(
+        cells=tuple(sorted((_cell(c) for c in report.get("numa_cells", ())),
+                           key=lambda c: c.id)),
+        gpus=tuple(sorted(gpus, key=lambda g: g.pci_address)),
+        links=MappingProxyType(links),
+        nics=tuple(Nic(n["name"], n.get("pci_address"), n.get("numa_node"))
+                   for n in report.get("nics", ())),
+        reported_at=reported_at,
+        driver_version=report.get("driver_version"),
+        nvml_error=report.get("nvml_error"),
+    )
+
+
+def _cell(raw: Mapping[str, Any]) -> NumaCell:
+    """A NumaCell from a report cell."""
+    return NumaCell(
+        id=int(raw["id"]), socket=raw.get("socket"), cpus=parse_cpuset(raw.get("cpus")),
+        pcpuset=parse_cpuset(raw.get("dedicated_cpus")),
+        cpuset=parse_cpuset(raw.get("shared_cpus")),
+        siblings=tuple(parse_cpuset(s) for s in raw.get("siblings", ())),
+        memory=int(raw["memory_mb"]), memory_usage=int(raw.get("memory_usage_mb") or 0),
+        cpu_usage=int(raw.get("cpu_usage") or 0),
+        pinned_cpus=parse_cpuset(raw.get("pinned_cpus")),
+        mempages=tuple(sorted((MemPages(int(p["size_kb"]), int(p["total"]), int(p.get("used", 0)),
+                                        int(p.get("reserved", 0)))
+                               for p in raw.get("mempages", ())), key=lambda p: p.size_kb)),
+        distances=tuple(int(d) for d in raw.get("distances", ())),
+    )
+
+
+def _gpu(raw: Mapping[str, Any]) -> Gpu:
+    """A Gpu from a report GPU."""
+    mig = raw.get("mig") or {}
+    health = raw.get("health") or {}
+    fabric = raw.get("fabric") or {}
+    return Gpu(
+        pci_address=raw["pci_address"], vendor_id=raw.get("vendor_id") or "10de",
+        device_id=raw.get("device_id"), index=raw.get("index"), uuid=raw.get("uuid"),
+        name=raw.get("name"), dev_type=raw.get("dev_type") or "type-PCI",
+        driver=raw.get("driver"), memory_mb=raw.get("memory_mb"),
+        numa_node=raw.get("numa_node"), numa_source=raw.get("numa_source"),
+        pci_numa_node=raw.get("pci_numa_node"),
+        cpu_affinity=parse_cpuset(raw.get("cpu_affinity")),
+        mig_mode=mig.get("mode"),
+        mig_instances=tuple(MigInstance(
+            int(i["id"]), int(i["profile_id"]), i["profile"], int(i.get("placement_start", 0)),
+            int(i.get("placement_size", 0)), int(i.get("memory_mb", 0)), bool(i.get("in_use")))
+            for i in sorted(mig.get("instances", ()), key=lambda i: i["id"])),
+        virtualization_mode=raw.get("virtualization_mode"),
+        compute_capability=raw.get("compute_capability"),
+        healthy=bool(health.get("healthy", True)),
+        health_reasons=tuple(health.get("reasons", ())),
+        in_use=bool(raw.get("in_use")), in_use_source=raw.get("in_use_source"),
+        vgpus_in_use=int(raw.get("vgpus_in_use") or 0),
+        fabric_clique=fabric.get("clique_id"), fabric_cluster=fabric.get("cluster_uuid"),
+    )
+
+
+def placement_gpu_usage(node: str, providers: Iterable[tuple[str, int]]) -> dict[str, bool]:
+    """``{pci address: in use}`` from Placement child providers of compute node ``node``.
+
+    Nova names PCI-in-Placement providers ``<node>_<pci address>`` (``cmp1_0000:3b:00.0``)
+    and vGPU parents ``<node>_pci_0000_3b_00_0``; ``providers`` yields ``(name, used)``
+    with the provider's total usage. Other providers are ignored.
+    """
+    found = {}
+    for name, used in providers:
+        if not name.startswith(f"{node}_"):
+            continue
+        match = _PROVIDER_PCI.search(name[len(node):])
+        if match:
+            address = "{domain}:{bus}:{slot}.{function}".format(**match.groupdict()).lower()
+            found[address] = found.get(address, False) or used > 0
+    return found

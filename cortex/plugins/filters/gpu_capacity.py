@@ -1,0 +1,46 @@
+"""filter_gpu_capacity: enough free devices of the kinds the request asks for.
+
+Rule: Nova's PciPassthroughFilter (``nova/scheduler/filters/pci_passthrough_filter.py``,
+``PciDeviceStats.support_requests`` without NUMA cells: requests applied one after the
+other on the free devices, matched by vendor/product/device type), extended to every
+device demand of the request (:mod:`cortex.request.devices`): passthrough GPUs,
+``PGPU``, ``CUSTOM_PCI_<VENDOR>_<PRODUCT>`` resource classes, and ``VGPU`` backed by
+free MIG instances of the profile its trait names. A GPU in MIG mode or under the vGPU
+host driver is not a passthrough device. Free = not in use by Placement's account, else
+the agent's, else the fleet file's. Hosts without an agent report pass (option
+``unknown_topology: fail``). Runs when the request asks for devices Cortex can resolve;
+not on rebuild. Invert: none; run it in
+``shadow`` mode to only record what it would remove.
+"""
+
+from __future__ import annotations
+
+from cortex.plugins.base import Filter
+from cortex.plugins.pci_fit import pci_refusal, vgpu_refusal
+from cortex.plugins.registry import register
+from cortex.plugins.topology import (
+    TopologyOptions,
+    pci_requests,
+    unknown_topology,
+    vgpu_requests,
+)
+
+
+@register
+class GpuCapacityFilter(Filter):
+    """Remove hosts without enough free matching GPUs, PCI devices or vGPUs."""
+
+    name = "filter_gpu_capacity"
+    Options = TopologyOptions
+
+    def applies(self, request) -> bool:
+        """Only for requests with a device demand."""
+        return bool(request.device_requests)
+
+    def check(self, host, request, candidate) -> str | None:
+        """The first device request the host's free devices cannot serve."""
+        topology = host.topology
+        if topology is None:
+            return unknown_topology(self.options)
+        return pci_refusal(topology, pci_requests(request)) or vgpu_refusal(
+            topology, vgpu_requests(request))

@@ -1,0 +1,50 @@
+"""filter_gpu_health: the device demand can be served by healthy GPUs alone.
+
+Rule: as filter_gpu_capacity, counting only GPUs the agent (or DCGM) reports healthy:
+no retired pages or row remapping pending, no row remapping failure, no uncorrected
+ECC errors, no XID error reported. A host whose free matching devices are enough only
+with unhealthy ones fails, naming them. Nova cannot see GPU health; a host that passes
+filter_gpu_capacity but fails here would have been chosen by Nova. Hosts without an
+agent report pass (option ``unknown_topology: fail``); not on rebuild. Invert: none; run it in
+``shadow`` mode to only record what it would remove.
+"""
+
+from __future__ import annotations
+
+from cortex.plugins.base import Filter
+from cortex.plugins.pci_fit import pci_refusal, vgpu_refusal
+from cortex.plugins.registry import register
+from cortex.plugins.topology import (
+    TopologyOptions,
+    pci_requests,
+    unknown_topology,
+    vgpu_requests,
+)
+
+
+@register
+class GpuHealthFilter(Filter):
+    """Remove hosts whose healthy free GPUs cannot serve the request."""
+
+    name = "filter_gpu_health"
+    Options = TopologyOptions
+
+    def applies(self, request) -> bool:
+        """Only for requests with a device demand."""
+        return bool(request.device_requests)
+
+    def check(self, host, request, candidate) -> str | None:
+        """The first device request only unhealthy GPUs could serve, with their reasons."""
+        topology = host.topology
+        if topology is None:
+            return unknown_topology(self.options)
+        sick = [g for g in topology.gpus if not g.healthy]
+        if not sick:
+            return None
+        reason = pci_refusal(topology, pci_requests(request), healthy_only=True) or \
+            vgpu_refusal(topology, vgpu_requests(request), healthy_only=True)
+        if reason is None:
+            return None
+        names = "; ".join(f"{g.pci_address}: {', '.join(g.health_reasons) or 'unhealthy'}"
+                          for g in sick[:3])
+        return f"{reason} (unhealthy: {names})"

@@ -1,0 +1,143 @@
+"""Can a host's free devices serve a request's device demand: Nova's PCI device pool rules.
+
+Nova's ``nova/pci/stats.py PciDeviceStats.support_requests`` applies the requests one
+after the other on a copy of the pools, so devices taken by one request are gone for
+the next. Per request (``_filter_pools``): devices matching any of its specs
+(``pci_device_prop_match``: every key equal, case-insensitively), PFs only when a spec
+asks for ``type-PF``, then, with guest NUMA cells given, the NUMA affinity policy
+(``_filter_pools_for_numa_cells``, the PCI NUMA affinity policy documentation):
+
+* ``required``: devices on the guest's host cells only;
+* ``legacy`` (default): those, and devices with an unknown NUMA node;
+* ``preferred``: local devices first, any device otherwise;
+* ``socket``: devices on any cell of the sockets the guest's cells are on; every host
+  cell must report its socket, and a device with an unknown node never qualifies.
+
+The device's NUMA node is ``pci_numa_node`` (sysfs), which is what Nova sees.
+Keys of a spec that concern Placement (``resource_class``, ``traits``,
+``live_migratable``) or only say "PCI" (``capability_type``) are not compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from cortex.knowledge.topology import DevicePool, HostTopology
+
+_IGNORED_KEYS = frozenset({"resource_class", "traits", "live_migratable", "capability_type"})
+
+
+def matches(pool: DevicePool, specs: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a pool's devices satisfy any of ``specs`` (no specs: any GPU).
+
+    Nova's ``pci_device_prop_match``: every key of a spec equal, strings compared
+    case-insensitively; a key the pool does not have never matches.
+    """
+    if not specs:
+        return True
+    attributes = pool.attributes
+    for spec in specs:
+        for key, wanted in spec.items():
+            if key in _IGNORED_KEYS:
+                continue
+            actual = attributes.get(key)
+            if isinstance(wanted, str):
+                if actual is None or str(actual) != wanted.lower():
+                    break
+            elif actual != wanted:
+                break
+        else:
+            return True
+    return False
+
+
+def numa_affinity(topology: HostTopology, pools: list[list], policy: str, count: int,
+                  cells: Sequence[int]) -> list[list]:
+    """The ``[pool, free count]`` entries the policy allows for a guest on host ``cells``.
+
+    Preferred entries come first (the ``preferred`` policy's order).
+    """
+    if policy == "socket":
+        if not topology.sockets_known:
+            return []
+        sockets = {c.socket for c in topology.cells if c.id in cells}
+        allowed = {c.id for c in topology.cells if c.socket in sockets}
+        return [e for e in pools if e[0].numa_node in allowed]
+    local = [e for e in pools if e[0].numa_node in cells]
+    if policy == "required" or _count(local) >= count:
+        return local
+    unknown_ok = [e for e in pools if e[0].numa_node in cells or e[0].numa_node is None]
+    if policy == "legacy" or _count(unknown_ok) >= count:
+        return unknown_ok
+    return sorted(pools, key=lambda e: e[0].numa_node not in cells)
+
+
+def _count(entries: Iterable[list]) -> int:
+    """Free devices in ``[pool, free count]`` entries."""
+    return sum(e[1] for e in entries)
+
+
+def pci_refusal(topology: HostTopology, requests: Iterable[Any],
+                cells: Sequence[int] | None = None, healthy_only: bool = False) -> str | None:
+    """Why the host's free devices cannot serve the ``pci`` DeviceRequests; None if they can.
+
+    ``cells``: host cell ids the guest's NUMA cells landed on (None: no NUMA affinity, as
+    Nova's PciPassthroughFilter). ``healthy_only`` leaves GPUs reported unhealthy out.
+    Works on the topology's device pools, taking devices from them request by request.
+    """
+    available = [[pool, len(pool.addresses)] for pool in topology.device_pools
+                 if pool.healthy or not healthy_only]
+    for request in requests:
+        wants_pf = any(s.get("dev_type") == "type-PF" for s in request.specs)
+        entries = [e for e in available if e[1] and (wants_pf or e[0].dev_type != "type-PF")
+                   and matches(e[0], request.specs)]
+        label = request.name or "device"
+        if _count(entries) < request.count:
+            return f"{label}: {_count(entries)} free matching devices < {request.count}"
+        if cells is not None and request.numa_policy:
+            entries = numa_affinity(topology, entries, request.numa_policy, request.count,
+                                    cells)
+            if _count(entries) < request.count:
+                where = ",".join(map(str, cells))
+                return (f"{label}: numa_policy {request.numa_policy}: {_count(entries)} of the "
+                        f"free devices qualify for host cells {where}, {request.count} needed")
+        needed = request.count
+        for entry in entries:
+            taken = min(entry[1], needed)
+            entry[1] -= taken
+            needed -= taken
+            if not needed:
+                break
+    return None
+
+
+def vgpu_refusal(topology: HostTopology, requests: Iterable[Any],
+                 healthy_only: bool = False) -> str | None:
+    """Why the host cannot serve the ``vgpu`` DeviceRequests; None if it can.
+
+    A request naming a MIG profile needs free MIG instances of that profile; one without
+    a profile takes any free MIG instance, and passes on a time-sliced vGPU host, whose
+    capacity the agent cannot know.
+    """
+    free: dict[str, int] = {}
+    for gpu in topology.gpus:
+        if healthy_only and not gpu.healthy:
+            continue
+        for instance in gpu.mig_instances:
+            if not instance.in_use:
+                free[instance.profile] = free.get(instance.profile, 0) + 1
+    for request in requests:
+        if request.mig_profile is None and topology.time_sliced_vgpu:
+            continue
+        profiles = [request.mig_profile] if request.mig_profile else sorted(free)
+        have = sum(free.get(p, 0) for p in profiles)
+        if have < request.count:
+            what = f"MIG {request.mig_profile}" if request.mig_profile else "vGPU"
+            return f"{request.name or 'VGPU'}: {have} free {what} instances < {request.count}"
+        needed = request.count
+        for profile in profiles:
+            used = min(needed, free.get(profile, 0))
+            free[profile] = free.get(profile, 0) - used
+            needed -= used
+    return None
