@@ -79,7 +79,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("sync", "backoff_initial", float, 5.0,
            "Seconds before the first retry of a failed source; doubled after each "
            "further failure."),
-    Option("sync", "backoff_max", float, 600.0, "Longest wait between retries of a failing source."),
+    Option("sync", "backoff_max", float, 600.0,
+           "Longest wait between retries of a failing source."),
     Option("sync", "batch_size", int, 1000, "Rows per INSERT ... ON CONFLICT statement."),
     Option("sync", "concurrency", int, 8,
            "Parallel per-provider Placement requests (inventories, usages, traits, aggregates)."),

@@ -10,9 +10,9 @@ the Placement provider trees:
   GPU trait on a PCI child provider is the host's too;
 - inventories: per resource class, the root's and its descendants' (the PCI/vGPU
   children ``<node>_<pci address>``) summed: total, reserved and used add up,
-  max_unit too (at most the summed total), min_unit is the smallest; where the providers' allocation ratios or
-  step sizes differ, the capacity ``(total - reserved) * ratio`` is summed
-  instead and stated with ratio 1 and step 1.
+  max_unit too (at most the summed total), min_unit is the smallest; where the
+  providers' allocation ratios or step sizes differ, the capacity ``(total -
+  reserved) * ratio`` is summed instead and stated with ratio 1 and step 1.
 
 Host features (``host_features``) per source, as of the source's last sync
 (``observed_at`` empty; ``sync_status`` says when): Placement counts GPU devices (child
