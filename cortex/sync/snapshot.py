@@ -18,7 +18,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Table, delete, or_, select, true, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 
-# PostgreSQL allows 65535 bind parameters per statement, SQLite 32766.
+# Rows per executemany batch are bounded by the batch size and, for very wide rows,
+# by a parameter budget that keeps one batch's memory modest.
 MAX_PARAMETERS = 30000
 
 
@@ -80,8 +81,7 @@ class SnapshotTable:
             return
         batch, self._pending = self._pending, []
         self.counts.rows += len(batch)
-        self.counts.upserted += self.connection.execute(
-            upsert(self.connection, self.table, batch, self.key)).rowcount
+        self.counts.upserted += upsert(self.connection, self.table, batch, self.key)
 
     def finish(self) -> TableCounts:
         """Write what is queued, delete the rows in scope that were not seen; the counts."""
@@ -139,34 +139,37 @@ def append_rows(connection: Connection, table: Table | Any, rows: Iterable[Mappi
         batch[tuple(row[k] for k in key)] = dict(row)
         if len(batch) >= size:
             counts.rows += len(batch)
-            counts.upserted += connection.execute(
-                upsert(connection, table, list(batch.values()), key)).rowcount
+            counts.upserted += upsert(connection, table, list(batch.values()), key)
             batch = {}
     if batch:
         counts.rows += len(batch)
-        counts.upserted += connection.execute(
-            upsert(connection, table, list(batch.values()), key)).rowcount
+        counts.upserted += upsert(connection, table, list(batch.values()), key)
     return counts
 
 
 def upsert(connection: Connection, table: Table, rows: list[dict[str, Any]],
-           key: tuple[str, ...]):
+           key: tuple[str, ...]) -> int:
     """``INSERT rows ON CONFLICT (key) DO UPDATE`` only where a column really differs.
 
-    Every row must carry every column it sets; columns missing from the rows keep
-    their server value on update. Rows whose values are unchanged are not
-    rewritten and not counted in the statement's rowcount (kept for INSERT by
-    ``preserve_rowcount``; SQLAlchemy drops it otherwise).
+    Rows must all carry the same columns; columns they leave out keep their
+    server value on update. Rows whose values are unchanged are not rewritten.
+    Returns the rows inserted or updated. One executemany: the statement is
+    compiled once and psycopg (or sqlite3) sums the row counts, which
+    ``preserve_rowcount`` keeps (SQLAlchemy drops an INSERT's count otherwise).
     """
+    if not rows:
+        return 0
     dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(table).values(rows).execution_options(preserve_rowcount=True)
+    statement = dialect.insert(table).execution_options(preserve_rowcount=True)
     updates = [c for c in rows[0] if c not in key]
     if not updates:
-        return statement.on_conflict_do_nothing(index_elements=list(key))
-    return statement.on_conflict_do_update(
-        index_elements=list(key),
-        set_={c: statement.excluded[c] for c in updates},
-        where=or_(*(table.c[c].is_distinct_from(statement.excluded[c]) for c in updates)))
+        statement = statement.on_conflict_do_nothing(index_elements=list(key))
+    else:
+        statement = statement.on_conflict_do_update(
+            index_elements=list(key),
+            set_={c: statement.excluded[c] for c in updates},
+            where=or_(*(table.c[c].is_distinct_from(statement.excluded[c]) for c in updates)))
+    return connection.execute(statement, rows).rowcount
 
 
 def _key_in(table: Table, key: tuple[str, ...], values: list[tuple]) -> ColumnElement[bool]:

@@ -47,10 +47,10 @@ class SyncMetrics:
 def record_success(connection: Connection, source: str, at: datetime, duration: float,
                    rows: int, changed: int, owner: str, detail: dict[str, Any]) -> None:
     """Write a successful run into ``sync_status`` (inside the run's transaction)."""
-    connection.execute(upsert(connection, models.SyncStatus.__table__, [{
+    upsert(connection, models.SyncStatus.__table__, [{
         "source": source, "last_attempt_at": at, "last_success_at": at,
         "consecutive_failures": 0, "duration_seconds": duration, "rows": rows,
-        "changed": changed, "owner": owner, "detail": detail}], ("source",)))
+        "changed": changed, "owner": owner, "detail": detail}], ("source",))
 
 
 def record_failure(connection: Connection, source: str, at: datetime, duration: float,

@@ -56,13 +56,19 @@ def sync_engine(sync_engine_session):
 
 
 class PlacementClient:
-    """Builds a cloud through Placement's own REST API (admin token, microversion 1.39)."""
+    """Builds a cloud through Placement's own REST API (admin token, microversion 1.39).
+
+    Remembers provider generations from Placement's answers and the custom
+    resource classes and traits it created, to spare calls.
+    """
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.session = requests.Session()
         self.session.headers.update({"X-Auth-Token": "admin",
                                      "OpenStack-API-Version": "placement 1.39"})
+        self.generations: dict[str, int] = {}
+        self.custom: set[str] = set()
 
     def call(self, method: str, path: str, body=None, expect=(200, 201, 204)):
         response = self.session.request(method, self.url + path, json=body, timeout=30)
@@ -70,31 +76,38 @@ class PlacementClient:
         return response.json() if response.content else None
 
     def generation(self, uuid: str) -> int:
-        return self.call("GET", f"/resource_providers/{uuid}")["generation"]
+        if uuid not in self.generations:
+            self.generations[uuid] = self.call("GET", f"/resource_providers/{uuid}")["generation"]
+        return self.generations[uuid]
+
+    def _put_generation(self, uuid: str, what: str, body: dict) -> None:
+        answer = self.call("PUT", f"/resource_providers/{uuid}/{what}",
+                           {"resource_provider_generation": self.generation(uuid), **body})
+        self.generations[uuid] = answer["resource_provider_generation"]
+
+    def _custom(self, kind: str, names) -> None:
+        for name in names:
+            if name.startswith("CUSTOM_") and (kind, name) not in self.custom:
+                self.call("PUT", f"/{kind}/{name}", expect=(201, 204))
+                self.custom.add((kind, name))
 
     def provider(self, name: str, parent: str | None = None, uuid: str | None = None) -> str:
         uuid = uuid or str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, name))
         self.call("POST", "/resource_providers",
                   {"name": name, "uuid": uuid, "parent_provider_uuid": parent})
+        self.generations[uuid] = 0
         return uuid
 
     def inventories(self, uuid: str, inventories: dict[str, dict]) -> None:
-        for resource_class in inventories:
-            if resource_class.startswith("CUSTOM_"):
-                self.call("PUT", f"/resource_classes/{resource_class}", expect=(201, 204))
-        self.call("PUT", f"/resource_providers/{uuid}/inventories", {
-            "resource_provider_generation": self.generation(uuid), "inventories": inventories})
+        self._custom("resource_classes", inventories)
+        self._put_generation(uuid, "inventories", {"inventories": inventories})
 
     def traits(self, uuid: str, traits: list[str]) -> None:
-        for trait in traits:
-            if trait.startswith("CUSTOM_"):
-                self.call("PUT", f"/traits/{trait}", expect=(201, 204))
-        self.call("PUT", f"/resource_providers/{uuid}/traits", {
-            "resource_provider_generation": self.generation(uuid), "traits": traits})
+        self._custom("traits", traits)
+        self._put_generation(uuid, "traits", {"traits": traits})
 
     def aggregates(self, uuid: str, aggregates: list[str]) -> None:
-        self.call("PUT", f"/resource_providers/{uuid}/aggregates", {
-            "resource_provider_generation": self.generation(uuid), "aggregates": aggregates})
+        self._put_generation(uuid, "aggregates", {"aggregates": aggregates})
 
     def allocate(self, consumer: str, allocations: dict[str, dict[str, int]],
                  project: str = "p" * 32, user: str = "u" * 32) -> None:
@@ -104,17 +117,21 @@ class PlacementClient:
             "project_id": project, "user_id": user,
             "consumer_generation": current.get("consumer_generation"),
             "consumer_type": "INSTANCE"})
+        self.generations.clear()
 
     def free(self, consumer: str) -> None:
         self.call("DELETE", f"/allocations/{consumer}", expect=(204, 404))
+        self.generations.clear()
 
     def reset(self) -> None:
         """Delete every allocation and provider (children before parents)."""
         providers = self.call("GET", "/resource_providers")["resource_providers"]
+        consumers = set()
         for provider in providers:
-            allocations = self.call("GET", f"/resource_providers/{provider['uuid']}/allocations")
-            for consumer in allocations["allocations"]:
-                self.free(consumer)
+            consumers |= set(self.call(
+                "GET", f"/resource_providers/{provider['uuid']}/allocations")["allocations"])
+        for consumer in consumers:
+            self.free(consumer)
         depth = {p["uuid"]: 0 for p in providers}
         parents = {p["uuid"]: p["parent_provider_uuid"] for p in providers}
         for uuid in depth:
@@ -124,6 +141,7 @@ class PlacementClient:
                 node = parents[node]
         for uuid in sorted(depth, key=depth.get, reverse=True):
             self.call("DELETE", f"/resource_providers/{uuid}", expect=(204, 404))
+        self.generations.clear()
 
 
 @pytest.fixture(scope="session")
@@ -137,12 +155,16 @@ def placement_server(tmp_path_factory):
     stop(process)
 
 
+@pytest.fixture(scope="session")
+def placement_client(placement_server):
+    return PlacementClient(placement_server)
+
+
 @pytest.fixture
-def placement(placement_server):
+def placement(placement_client):
     """A client of the real Placement, emptied before the test."""
-    client = PlacementClient(placement_server)
-    client.reset()
-    return client
+    placement_client.reset()
+    return placement_client
 
 
 @pytest.fixture

@@ -160,4 +160,16 @@ def test_only_providers_whose_generation_moved_are_read_again(placement, opensta
     assert status.detail["providers_refreshed"] == 2
     assert version == 2
     assert database_picture(sync_engine) == placement_picture(placement)
+
+    # DELETE /allocations/{consumer} does not move generations: usages are read anyway
+    placement.free("c" * 8 + "-0000-0000-0000-" + "0" * 12)
+    fourth = run_source(sync_engine, source)
+    assert fourth.ok and fourth.changed > 0
+    with sync_engine.connect() as c:
+        status = c.execute(select(models.SyncStatus.__table__).where(
+            models.SyncStatus.source == "placement")).one()
+        version = c.execute(select(models.KnowledgeVersion.version)).scalar_one()
+    assert status.detail["providers_refreshed"] == 0
+    assert version == 3
+    assert database_picture(sync_engine) == placement_picture(placement)
     assert gone not in database_picture(sync_engine)["providers"]

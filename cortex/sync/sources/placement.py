@@ -1,12 +1,13 @@
 """Placement: resource provider trees with inventories, usages, traits and aggregates.
 
 ``GET /resource_providers`` lists every provider with its generation, root and
-parent (microversion >= 1.14). For each provider whose generation moved since the
-stored snapshot (all of them the first time), four calls read its inventories,
-usages, traits and aggregates, ``[sync] concurrency`` at a time; the stored rows
-of unchanged providers stand. Placement bumps a provider's generation whenever
-its inventories, traits, aggregates or allocations change, so nothing is missed.
-A provider deleted between the list and its detail calls (404) is left out.
+parent (microversion >= 1.14). Every provider's usages are read on every run;
+its inventories, traits and aggregates only when its generation moved since the
+stored snapshot (all of them the first time): Placement bumps the generation on
+every change of those three, but not when allocations are deleted with ``DELETE
+/allocations/{consumer}`` (checked against Placement 16.0.0), so usages cannot
+rely on it. The per-provider calls run ``[sync] concurrency`` at a time. A
+provider deleted between the list and its detail calls (404) is left out.
 """
 
 from __future__ import annotations
@@ -54,30 +55,43 @@ class PlacementSource(Source):
         providers = get_json(placement, "/resource_providers", version)["resource_providers"]
         table = models.ResourceProvider.__table__
         stored = dict(ctx.connection.execute(select(table.c.uuid, table.c.generation)).all())
-        stale = [p["uuid"] for p in providers if stored.get(p["uuid"]) != p["generation"]]
+        stale = {p["uuid"] for p in providers if stored.get(p["uuid"]) != p["generation"]}
         with ThreadPoolExecutor(self._concurrency, thread_name_prefix="placement") as pool:
             details = {d.uuid: d for d in pool.map(
-                lambda uuid: _detail(placement, version, uuid), stale)}
-        providers = [p for p in providers if not details.get(p["uuid"], ProviderDetail("")).missing]
+                lambda p: _detail(placement, version, p["uuid"], p["uuid"] in stale), providers)}
+        providers = [p for p in providers if not details[p["uuid"]].missing]
         ctx.replace(table, (_provider_row(p) for p in providers), ("uuid",))
-        unchanged = {p["uuid"] for p in providers} - set(details)
-        _write_details(ctx, details, unchanged)
-        ctx.detail["providers_refreshed"] = len(details)
+        unchanged = {p["uuid"] for p in providers} - stale
+        _fill_unchanged_inventories(ctx, details, unchanged)
+        _write_details(ctx, [details[p["uuid"]] for p in providers], unchanged)
+        ctx.detail["providers_refreshed"] = len(stale & set(details))
 
 
-def _detail(placement, version: str, uuid: str) -> ProviderDetail:
-    """Inventories, usages, traits and aggregates of one provider."""
+def _detail(placement, version: str, uuid: str, full: bool) -> ProviderDetail:
+    """Usages of one provider, and its inventories, traits and aggregates when ``full``."""
     base = f"/resource_providers/{uuid}"
     try:
-        inventories = get_json(placement, f"{base}/inventories", version)["inventories"]
-        usages = get_json(placement, f"{base}/usages", version)["usages"]
-        traits = get_json(placement, f"{base}/traits", version)["traits"]
-        aggregates = get_json(placement, f"{base}/aggregates", version)["aggregates"]
+        detail = ProviderDetail(uuid, usages=get_json(placement, f"{base}/usages",
+                                                      version)["usages"])
+        if full:
+            detail.inventories = get_json(placement, f"{base}/inventories",
+                                          version)["inventories"]
+            detail.traits = get_json(placement, f"{base}/traits", version)["traits"]
+            detail.aggregates = get_json(placement, f"{base}/aggregates", version)["aggregates"]
     except SourceError as exc:
         if exc.status == 404:
             return ProviderDetail(uuid, missing=True)
         raise
-    return ProviderDetail(uuid, inventories, usages, traits, aggregates)
+    return detail
+
+
+def _fill_unchanged_inventories(ctx: SyncContext, details: dict[str, ProviderDetail],
+                                unchanged: set[str]) -> None:
+    """Inventories of providers whose generation stood: the stored rows, usages fresh."""
+    table = models.ProviderInventory.__table__
+    for row in ctx.connection.execute(select(table)).mappings():
+        if row["provider_uuid"] in unchanged:
+            details[row["provider_uuid"]].inventories[row["resource_class"]] = dict(row)
 
 
 def _provider_row(provider: dict[str, Any]) -> dict[str, Any]:
@@ -88,9 +102,9 @@ def _provider_row(provider: dict[str, Any]) -> dict[str, Any]:
             "parent_provider_uuid": provider.get("parent_provider_uuid")}
 
 
-def _write_details(ctx: SyncContext, details: dict[str, ProviderDetail],
+def _write_details(ctx: SyncContext, details: list[ProviderDetail],
                    unchanged: set[str]) -> None:
-    """Snapshot the three per-provider tables; rows of ``unchanged`` providers are kept."""
+    """Snapshot the three per-provider tables; traits and aggregates of ``unchanged`` stand."""
     tables = (
         (models.ProviderInventory, ("provider_uuid", "resource_class"), _inventory_rows),
         (models.ProviderTrait, ("provider_uuid", "trait"),
@@ -100,8 +114,9 @@ def _write_details(ctx: SyncContext, details: dict[str, ProviderDetail],
     )
     for model, key, rows_of in tables:
         snapshot = ctx.snapshot(model, key)
-        snapshot.keep(lambda k: k[0] in unchanged)
-        for detail in details.values():
+        if model is not models.ProviderInventory:
+            snapshot.keep(lambda k: k[0] in unchanged)
+        for detail in details:
             snapshot.add(rows_of(detail))
         snapshot.finish()
 
