@@ -1,4 +1,4 @@
-"""Knowledge age per sync source: ``GET /healthcheck?detail=1`` and ``cortex_knowledge_age_seconds``."""
+"""Knowledge age per sync source: the healthcheck detail and cortex_knowledge_age_seconds."""
 
 from __future__ import annotations
 

@@ -114,7 +114,8 @@ def hypervisors(sync_engine):
     with sync_engine.begin() as c:
         c.execute(insert(models.Hypervisor), [
             {"uuid": f"00000000-0000-0000-0000-00000000000{i}", "host": host, "node": node,
-             "host_ip": ip, "forced_down": False} for i, (host, node, ip) in enumerate(HYPERVISORS)])
+             "host_ip": ip, "forced_down": False}
+            for i, (host, node, ip) in enumerate(HYPERVISORS)])
     return sync_engine
 
 
