@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
-from werkzeug.serving import make_server
+from werkzeug.serving import WSGIRequestHandler, make_server
 
 from tests.conftest import FIXTURES
 
@@ -89,6 +89,21 @@ class FakeCloud:
                                                       "sockets": 2}}})
         return node_uuid
 
+    def add_provider(self, uuid: str, name: str, root: str, parent: str | None,
+                     inventories: dict[str, tuple[int, float, int]],
+                     traits: list[str] = (), aggregates: list[str] = ()) -> dict:
+        """A read-only Placement provider; ``inventories`` maps a class to (total, ratio, used)."""
+        provider = {
+            "uuid": uuid, "name": name, "generation": 1, "root_provider_uuid": root,
+            "parent_provider_uuid": parent, "traits": list(traits),
+            "aggregates": list(aggregates),
+            "inventories": {rc: {"total": t, "reserved": 0, "min_unit": 1, "max_unit": t,
+                                 "step_size": 1, "allocation_ratio": r}
+                            for rc, (t, r, _) in inventories.items()},
+            "usages": {rc: u for rc, (_, _, u) in inventories.items()}}
+        self.providers.append(provider)
+        return provider
+
     def add_server(self, server_uuid: str, host: str | None, node: str | None = None,
                    flavor: dict | None = None, **fields: Any) -> dict:
         """A server shaped like the 2.100 servers detail sample, on ``host``/``node``."""
@@ -105,6 +120,15 @@ class FakeCloud:
 _SERVER_TEMPLATE = sample("nova/servers_v2.100_servers-details-resp.json")["servers"][0]
 
 
+class KeepAliveHandler(WSGIRequestHandler):
+    """HTTP/1.1 with keep-alive (as the real APIs behind their proxies), no access log."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_request(self, *args, **kwargs) -> None:
+        """Quiet: the test keeps its own request log (``FakeOpenStack.requests``)."""
+
+
 class FakeOpenStack:
     """A werkzeug server on a free loopback port serving ``cloud``; ``url`` is its base."""
 
@@ -115,7 +139,8 @@ class FakeOpenStack:
         self.held = threading.Event()
         self.failures: set[str] = set()
         self.app = _build_app(self)
-        self._server = make_server("127.0.0.1", 0, self.app, threaded=True)
+        self._server = make_server("127.0.0.1", 0, self.app, threaded=True,
+                                   request_handler=KeepAliveHandler)
         self.url = f"http://127.0.0.1:{self._server.server_port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -248,22 +273,23 @@ def _build_app(fake: FakeOpenStack) -> Flask:
     @app.get("/compute/v2.1/os-hypervisors/detail")
     def list_hypervisors():
         version = nova_microversion()
-        rows = [_hypervisor_at(h, version) for h in cloud.hypervisors]
-        return nova_answer(_page(rows, "hypervisors", "/compute/v2.1/os-hypervisors/detail"))
+        return nova_answer(_page(cloud.hypervisors, "hypervisors",
+                                 "/compute/v2.1/os-hypervisors/detail",
+                                 show=lambda h: _hypervisor_at(h, version)))
 
     @app.get("/compute/v2.1/servers/detail")
     def list_servers():
         if request.args.get("all_tenants") not in ("1", "True", "true"):
             return nova_answer({"servers": []})
         version = nova_microversion()
-        rows = [_server_at(s, version) for s in cloud.servers]
-        return nova_answer(_page(rows, "servers", "/compute/v2.1/servers/detail"))
+        return nova_answer(_page(cloud.servers, "servers", "/compute/v2.1/servers/detail",
+                                 show=lambda s: _server_at(s, version)))
 
     @app.get("/compute/v2.1/flavors/detail")
     def list_flavors():
         version = nova_microversion()
-        rows = [_flavor_at(f, version) for f in cloud.flavors]
-        return nova_answer(_page(rows, "flavors", "/compute/v2.1/flavors/detail"))
+        return nova_answer(_page(cloud.flavors, "flavors", "/compute/v2.1/flavors/detail",
+                                 show=lambda f: _flavor_at(f, version)))
 
     @app.get("/compute/v2.1/flavors/<flavor_id>/os-extra_specs")
     def flavor_extra_specs(flavor_id):
@@ -287,20 +313,34 @@ def _build_app(fake: FakeOpenStack) -> Flask:
     @app.get("/compute/v2.1/os-migrations")
     def list_migrations():
         version = nova_microversion()
-        rows = [_migration_at(m, version) for m in cloud.migrations]
         if version < (2, 59):
-            return nova_answer({"migrations": rows})
-        return nova_answer(_page(rows, "migrations", "/compute/v2.1/os-migrations", "uuid"))
+            return nova_answer({"migrations": [_migration_at(m, version)
+                                               for m in cloud.migrations]})
+        return nova_answer(_page(cloud.migrations, "migrations", "/compute/v2.1/os-migrations",
+                                 "uuid", show=lambda m: _migration_at(m, version)))
 
-    def _page(rows: list[dict], key: str, path: str, id_key: str = "id") -> dict:
+    positions: dict[tuple, dict[str, int]] = {}
+
+    def _position(rows: list[dict], id_key: str, marker: str) -> int | None:
+        """Index after ``marker`` (cached per list content, so paging 200,000 rows is linear)."""
+        shape = (id(rows), len(rows), rows[0][id_key] if rows else None,
+                 rows[-1][id_key] if rows else None)
+        if shape not in positions:
+            positions.clear()
+            positions[shape] = {str(r[id_key]): i for i, r in enumerate(rows)}
+        found = positions[shape].get(marker)
+        return None if found is None else found + 1
+
+    def _page(rows: list[dict], key: str, path: str, id_key: str = "id",
+              show=lambda row: row) -> dict:
         limit = min(int(request.args.get("limit", MAX_LIMIT)), MAX_LIMIT)
         start = 0
         marker = request.args.get("marker")
         if marker is not None:
-            start = next((i + 1 for i, r in enumerate(rows) if str(r[id_key]) == marker), None)
+            start = _position(rows, id_key, marker)
             if start is None:
                 return {"badRequest": {"code": 400, "message": f"marker {marker} not found"}}
-        page = rows[start:start + limit]
+        page = [show(r) for r in rows[start:start + limit]]
         body: dict[str, Any] = {key: page}
         if len(page) == limit and start + limit < len(rows):
             query = "&".join(f"{k}={v}" for k, v in request.args.items()

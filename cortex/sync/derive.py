@@ -4,7 +4,9 @@ After Nova or Placement changed, ``compute_nodes`` and ``resource_inventories``
 (the tables the API's knowledge view reads) are rebuilt from ``hypervisors`` and
 the Placement provider trees:
 
-- one compute node per hypervisor; its uuid is the Placement root provider uuid;
+- one compute node per hypervisor that has a Placement root provider (same
+  uuid); a hypervisor Placement does not know yet stays out, so the API treats
+  its host as unknown (the caller's order) instead of as a host without capacity;
   ``enabled`` is the service status, ``up`` its state (and not forced down);
 - traits: the union of the traits of every provider in the node's tree, so a
   GPU trait on a PCI child provider is the host's too;
@@ -55,7 +57,8 @@ def refresh_compute_nodes(ctx: SyncContext) -> None:
     trees = _trees(conn)
     traits = _by_provider(conn, models.ProviderTrait.__table__, "trait")
     inventories = _by_provider(conn, models.ProviderInventory.__table__, None)
-    hypervisors = conn.execute(select(models.Hypervisor.__table__)).mappings().all()
+    hypervisors = [h for h in conn.execute(select(models.Hypervisor.__table__)).mappings()
+                   if h["uuid"] in trees]
     ctx.replace(models.ComputeNode, (_node_row(h, trees, traits) for h in hypervisors),
                 ("uuid",))
     ids = dict(conn.execute(select(models.ComputeNode.uuid, models.ComputeNode.id)).all())

@@ -75,7 +75,7 @@ def run_source(engine: Engine, source: Source, batch_size: int = 1000,
             record_success(connection, source.name, at, duration, ctx.rows, ctx.changed,
                            owner, ctx.detail)
         result = RunResult(source.name, ctx.rows, ctx.changed, duration)
-    except Exception as exc:  # noqa: BLE001 - any failure of a source is recorded, not fatal
+    except Exception as exc:  # any failure of a source is recorded, never fatal
         duration = time.monotonic() - started
         error = f"{type(exc).__name__}: {exc}"
         LOG.warning("sync %s failed after %.1f s: %s", source.name, duration, error,
@@ -97,7 +97,7 @@ def _record_failure(engine: Engine, source: str, at: datetime, duration: float, 
     try:
         with engine.begin() as connection:
             return record_failure(connection, source, at, duration, error, owner)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # the database itself is likely down
         LOG.warning("sync %s: could not record the failure: %s", source, type(exc).__name__)
         return 0
 

@@ -21,9 +21,10 @@ SERVERS = 2500
 
 
 def fill(cloud) -> None:
-    cloud.add_compute_host("cmp0000", "cmp0000.cloud.example", zone="az-1")
-    cloud.add_compute_host("cmp0001", "cmp0001.cloud.example", zone="az-2", state="down",
-                           host_ip="10.0.0.2")
+    for host, zone, state in (("cmp0000", "az-1", "up"), ("cmp0001", "az-2", "down")):
+        root = cloud.add_compute_host(host, f"{host}.cloud.example", zone=zone, state=state,
+                                      host_ip=f"10.0.0.{host[-1]}")
+        cloud.add_provider(root, f"{host}.cloud.example", root, None, {"VCPU": (64, 4.0, 8)})
     cloud.services[1]["forced_down"] = True
     for i in range(SERVERS):
         host = f"cmp000{i % 2}"
@@ -38,9 +39,10 @@ def fill(cloud) -> None:
         "aggregates"]
 
 
-def nova(engine, fake, database_url):
-    source, = build_sources(sync_conf(database_url, fake), ("nova",))
-    return run_source(engine, source)
+def nova(engine, fake, database_url, *more):
+    results = [run_source(engine, source) for source in build_sources(
+        sync_conf(database_url, fake), ("nova", *more))]
+    return results[0]
 
 
 def count(engine, model) -> int:
@@ -56,7 +58,8 @@ def table(engine, model) -> dict:
 def test_nova_pages_past_1000_servers_at_the_negotiated_microversion(openstack, sync_engine,
                                                                      sync_database_url):
     fill(openstack.cloud)
-    result = nova(sync_engine, openstack, sync_database_url)
+    openstack.cloud.add_compute_host("cmp0002", "cmp0002.cloud.example")  # not in Placement
+    result = nova(sync_engine, openstack, sync_database_url, "placement")
     assert result.ok, result.error
 
     pages = [path for method, path, _ in openstack.requests if path.endswith("/servers/detail")]
@@ -78,12 +81,13 @@ def test_nova_pages_past_1000_servers_at_the_negotiated_microversion(openstack, 
     hypervisors = table(sync_engine, models.Hypervisor)
     down = hypervisors[openstack.cloud.hypervisors[1]["id"]]
     assert (down["host"], down["zone"], down["state"], down["forced_down"], down["host_ip"]) == (
-        "cmp0001", "az-2", "down", True, "10.0.0.2")
+        "cmp0001", "az-2", "down", True, "10.0.0.1")
     assert down["cpu_arch"] is None  # cpu_info is gone at 2.88+
     with sync_engine.connect() as c:
         nodes = {r.host: r for r in c.execute(select(models.ComputeNode.__table__))}
     assert nodes["cmp0001"].up is False and nodes["cmp0000"].up is True
     assert nodes["cmp0001"].availability_zone == "az-2"
+    assert "cmp0002" not in nodes, "a node Placement does not know is no compute node yet"
 
     flavors = table(sync_engine, models.Flavor)
     assert flavors["7"]["extra_specs"] == {"hw:cpu_policy": "shared", "hw:numa_nodes": "1"}

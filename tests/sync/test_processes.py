@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 
+import pytest
 from sqlalchemy import select, text
 
 from cortex.db import models
@@ -17,6 +18,7 @@ from tests.conftest import REPO
 from tests.real_servers import free_port
 from tests.sync.test_nova import fill
 
+pytestmark = pytest.mark.functional
 INTERVAL = 2.0
 
 
@@ -81,7 +83,7 @@ def test_killing_a_sync_in_the_middle_loses_nothing(openstack, sync_engine, sync
     assert subprocess.run(sync_once, cwd=REPO, timeout=120).returncode == 0
     with sync_engine.connect() as c:
         servers = set(c.execute(select(models.Server.uuid)).scalars())
-        hosts = set(c.execute(select(models.ComputeNode.host)).scalars())
+        hosts = set(c.execute(select(models.Hypervisor.host)).scalars())
     assert servers == {s["id"] for s in cloud.servers} and "cmp0009" in hosts
 
 

@@ -75,7 +75,11 @@ def _sync_hypervisors(ctx: SyncContext, compute, version: str) -> None:
     for page in pages(compute, "/os-hypervisors/detail", "hypervisors", version):
         for hypervisor in page:
             service = hypervisor.get("service") or {}
-            rows.append(_hypervisor_row(hypervisor, services.get(service.get("id"), {})))
+            row = _hypervisor_row(hypervisor, services.get(service.get("id"), {}))
+            if row["host"]:
+                rows.append(row)
+            else:
+                ctx.warn(f"hypervisor {hypervisor.get('id')} has no compute service: left out")
     ctx.replace(models.Hypervisor, rows, ("uuid",))
 
 
