@@ -142,11 +142,11 @@ def test_one_replica_leads_and_a_standby_takes_over_within_one_interval(
         leader.send_signal(signal.SIGKILL)
         leader.wait(10)
         killed_at = time.monotonic()
-        wait_until(lambda: owner(sync_engine)[0] == f"{socket.gethostname()}:{standby.pid}",
-                   INTERVAL + 2.0)
+        wait_until(lambda: metric(standby_port, "cortex_sync_leader") == 1.0, INTERVAL + 2.0)
         took = time.monotonic() - killed_at
-        assert took <= INTERVAL + 1.0, f"takeover took {took:.1f} s"
-        assert metric(standby_port, "cortex_sync_leader") == 1.0
+        assert took <= INTERVAL + 0.5, f"the standby took the lock after {took:.1f} s"
+        wait_until(lambda: owner(sync_engine)[0] == f"{socket.gethostname()}:{standby.pid}",
+                   15.0)
 
         standby.send_signal(signal.SIGTERM)
         assert standby.wait(30) == 0

@@ -252,3 +252,56 @@ def test_cortex_sync_refuses_a_bad_configuration(tmp_path, capsys):
     path.write_text("[sync]\nsources = nova,glance\n")
     assert sync_cmd.main(["--config-file", str(path)]) == 2
     assert "glance" in capsys.readouterr().err
+
+
+class StubResponse:
+    def __init__(self, status, body=None, text=""):
+        self.status_code, self._body, self.text = status, body, text
+
+    def json(self):
+        if self._body is None:
+            raise ValueError("not JSON")
+        return self._body
+
+
+class StubSession:
+    def __init__(self, response):
+        self.response = response
+
+    def get(self, url, params, timeout):
+        return self.response
+
+
+def call(response, endpoint="query"):
+    from cortex.sync.source import SyncContext
+    from cortex.sync.sources.prometheus import PrometheusSource, Query
+
+    source = PrometheusSource("http://prometheus:9090/", [], session=StubSession(response))
+    ctx = SyncContext(None)
+    query = Query("gpu_utilization", "DCGM_FI_DEV_GPU_UTIL", "ratio", ("Hostname",))
+    return source._call(ctx, endpoint, {"query": query.query}, query), ctx
+
+
+def test_prometheus_warnings_are_kept_with_the_data():
+    data, ctx = call(StubResponse(200, {"status": "success", "warnings": ["partial response"],
+                                        "data": {"resultType": "vector", "result": []}}))
+    assert data["resultType"] == "vector"
+    assert ctx.detail["warnings"] == ["gpu_utilization: partial response"]
+
+
+@pytest.mark.parametrize("response, error, text", [
+    (StubResponse(400, {"status": "error", "errorType": "bad_data", "error": "parse error"}),
+     "QueryRejected", "bad_data: parse error (HTTP 400)"),
+    (StubResponse(422, {"status": "error", "errorType": "execution", "error": "too many"}),
+     "QueryRejected", "execution: too many"),
+    (StubResponse(503, {"status": "error", "errorType": "unavailable", "error": "shutting"}),
+     "SourceError", "unavailable: shutting (HTTP 503)"),
+    (StubResponse(502, None, "<html>Bad Gateway</html>"), "SourceError", "HTTP 502, not JSON"),
+    (StubResponse(200, {"status": "success", "data": None}), "SourceError", "no error text"),
+])
+def test_prometheus_error_envelopes(response, error, text):
+    from cortex.sync.openstack import SourceError
+
+    with pytest.raises(SourceError, match=r".*") as caught:
+        call(response)
+    assert type(caught.value).__name__ == error and text in str(caught.value)
