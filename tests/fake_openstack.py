@@ -85,8 +85,8 @@ class FakeCloud:
             "host_ip": host_ip, "state": state, "status": status, "uptime": None,
             "service": {"host": host, "id": service_id, "disabled_reason": disabled_reason},
             "cpu_info": {"arch": "x86_64", "model": "SapphireRapids", "vendor": "Intel",
-                         "features": [], "topology": {"cores": 56, "threads": 2,
-                                                      "sockets": 2}}})
+                         "features": ["avx512f", "amx-tile", "vmx"],
+                         "topology": {"cores": 56, "threads": 2, "sockets": 2}}})
         return node_uuid
 
     def add_provider(self, uuid: str, name: str, root: str, parent: str | None,

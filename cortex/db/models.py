@@ -185,7 +185,8 @@ class Hypervisor(Base):
     ``uuid`` is the compute node uuid and the Placement root provider uuid; ``node``
     is ``hypervisor_hostname``; ``host`` the service host. ``state`` is the
     service's liveness (``up``/``down``), ``status`` its operator status
-    (``enabled``/``disabled``); ``zone`` is the service's availability zone.
+    (``enabled``/``disabled``); ``zone`` is the service's availability zone;
+    ``cpu_arch``/``cpu_features`` come from ``cpu_info`` (only before API 2.88).
     """
 
     __tablename__ = "hypervisors"
@@ -203,6 +204,7 @@ class Hypervisor(Base):
     hypervisor_version: Mapped[int | None] = mapped_column(BigInteger)
     host_ip: Mapped[str | None] = mapped_column(String(64))
     cpu_arch: Mapped[str | None] = mapped_column(String(32))
+    cpu_features: Mapped[list[str]] = mapped_column(JSONType, nullable=False, default=list)
 
 
 class Server(Base):

@@ -16,6 +16,16 @@ the Placement provider trees:
   providers' allocation ratios or step sizes differ, the capacity ``(total -
   reserved) * ratio`` is summed instead and stated with ratio 1 and step 1.
 
+Host facts per compute node (:func:`node_facts`), the shape the knowledge view's
+HostState reads (revision 0004's ``compute_nodes`` columns): ``features`` (the
+host's Prometheus features by name, e.g. ``cpu.busy``), ``cpu_features``
+(``cpu_info.features`` of the hypervisor), ``instances`` (``[{uuid, project_id,
+vm_state, task_state}]`` of the servers on the node) and ``migrations`` (the
+in-progress migrations into or out of the host, ``resources`` empty: Nova since
+Queens holds every migration's claim in Placement, on the migration record as
+consumer at the source and on the instance at the destination, so Placement's
+``used`` already counts it). They are stored in the columns the schema has.
+
 Host features (``host_features``) per source, as of the source's last sync
 (``observed_at`` empty; ``sync_status`` says when): Placement counts GPU devices (child
 providers with PGPU, VGPU or an NVIDIA ``CUSTOM_PCI_10DE_*`` class) and those
@@ -59,8 +69,12 @@ def refresh_compute_nodes(ctx: SyncContext) -> None:
     inventories = _by_provider(conn, models.ProviderInventory.__table__, None)
     hypervisors = [h for h in conn.execute(select(models.Hypervisor.__table__)).mappings()
                    if h["uuid"] in trees]
-    ctx.replace(models.ComputeNode, (_node_row(h, trees, traits) for h in hypervisors),
-                ("uuid",))
+    facts = node_facts(conn, hypervisors)
+    stored = set(models.ComputeNode.__table__.c.keys())
+    ctx.replace(models.ComputeNode, ({
+        **_node_row(h, trees, traits),
+        **{k: v for k, v in facts[h["uuid"]].items() if k in stored}} for h in hypervisors),
+        ("uuid",))
     ids = dict(conn.execute(select(models.ComputeNode.uuid, models.ComputeNode.id)).all())
     rows = []
     for hypervisor in hypervisors:
@@ -69,6 +83,39 @@ def refresh_compute_nodes(ctx: SyncContext) -> None:
             rows.append({"compute_node_id": ids[hypervisor["uuid"]],
                          "resource_class": resource_class, **inventory})
     ctx.replace(models.ResourceInventory, rows, ("compute_node_id", "resource_class"))
+
+
+def node_facts(conn: Connection, hypervisors) -> dict[str, dict[str, Any]]:
+    """``{node uuid: {"features", "cpu_features", "instances", "migrations"}}`` (module doc).
+
+    Lists are sorted by uuid so that an unchanged cloud writes equal JSON.
+    """
+    table = models.HostFeature.__table__
+    features: dict[str, dict[str, float]] = defaultdict(dict)
+    for host, feature, value in conn.execute(select(
+            table.c.host, table.c.feature, table.c.value).where(table.c.source == "prometheus")):
+        features[host][feature] = value
+    servers = models.Server.__table__
+    instances: dict[tuple[str, str | None], list[dict]] = defaultdict(list)
+    for row in conn.execute(select(servers.c.uuid, servers.c.host, servers.c.node,
+                                   servers.c.project_id, servers.c.vm_state,
+                                   servers.c.task_state).order_by(servers.c.uuid)):
+        instances[(row.host, row.node)].append({
+            "uuid": row.uuid, "project_id": row.project_id, "vm_state": row.vm_state,
+            "task_state": row.task_state})
+    migrations: dict[str, list[dict]] = defaultdict(list)
+    table = models.ServerMigration.__table__
+    for row in conn.execute(select(table).order_by(table.c.uuid)):
+        summary = {"uuid": row.uuid, "instance_uuid": row.server_uuid,
+                   "source_host": row.source_compute, "dest_host": row.dest_compute,
+                   "status": row.status, "resources": {}}
+        for host in {row.source_compute, row.dest_compute} - {None}:
+            migrations[host].append(summary)
+    return {h["uuid"]: {
+        "features": features.get(h["host"], {}), "cpu_features": list(h["cpu_features"] or ()),
+        "instances": instances.get((h["host"], h["node"]), []) + (
+            instances.get((h["host"], None), [])),
+        "migrations": migrations.get(h["host"], [])} for h in hypervisors}
 
 
 def _trees(conn: Connection) -> dict[str, list[str]]:

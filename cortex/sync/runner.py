@@ -24,6 +24,7 @@ DERIVATIONS: dict[str, tuple[Callable[[SyncContext], None], ...]] = {
     "nova": (derive.refresh_compute_nodes, derive.refresh_nova_features,
              derive.refresh_placement_features),
     "placement": (derive.refresh_compute_nodes, derive.refresh_placement_features),
+    "prometheus": (derive.refresh_compute_nodes,),
 }
 
 

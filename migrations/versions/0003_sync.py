@@ -38,6 +38,7 @@ def upgrade() -> None:
         sa.Column("hypervisor_version", sa.BigInteger),
         sa.Column("host_ip", sa.String(64)),
         sa.Column("cpu_arch", sa.String(32)),
+        sa.Column("cpu_features", JSONType, nullable=False),
     )
     op.create_table(
         "servers",

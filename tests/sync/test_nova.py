@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import func, select
 
 from cortex.db import models
+from cortex.sync import derive
 from cortex.sync.runner import run_source
 from cortex.sync.sources import build_sources
 from tests.fake_openstack import sample
@@ -35,6 +36,11 @@ def fill(cloud) -> None:
         "server_groups"]
     cloud.migrations = sample("nova/os-migrations_v2.80_migrations-get-with-changes-since.json")[
         "migrations"]
+    cloud.migrations.append(dict(cloud.migrations[0], id=7, status="running",
+                                 uuid="77777777-0000-4000-8000-000000000000",
+                                 source_compute="cmp0000", dest_compute="cmp0001",
+                                 migration_type="live-migration",
+                                 instance_uuid="00000000-0000-4000-8000-000000000004"))
     cloud.aggregates = sample("nova/os-aggregates_v2.81_aggregates-list-get-resp.json")[
         "aggregates"]
 
@@ -95,7 +101,8 @@ def test_nova_pages_past_1000_servers_at_the_negotiated_microversion(openstack, 
     groups = table(sync_engine, models.ServerGroup)
     assert groups["616fb98f-46ca-475e-917e-2563e5a8cd19"]["rules"] == {"max_server_per_host": 3}
     migrations = table(sync_engine, models.ServerMigration)
-    assert list(migrations) == ["42341d4b-346a-40d0-83c6-5f4f6892b650"]  # "error" is over
+    assert sorted(migrations) == ["42341d4b-346a-40d0-83c6-5f4f6892b650",  # "error" is over
+                                  "77777777-0000-4000-8000-000000000000"]
     assert migrations["42341d4b-346a-40d0-83c6-5f4f6892b650"]["dest_compute"] == "compute20"
 
     with sync_engine.connect() as c:
@@ -103,6 +110,22 @@ def test_nova_pages_past_1000_servers_at_the_negotiated_microversion(openstack, 
             select(models.HostFeature.__table__))}
     assert features[("cmp0000", "instances")] == SERVERS / 2
     assert features[("compute10", "migrations_in_progress")] == 1
+    assert features[("cmp0001", "migrations_in_progress")] == 1
+
+    with sync_engine.connect() as c:
+        hypervisors = c.execute(select(models.Hypervisor.__table__)).mappings().all()
+        facts = derive.node_facts(c, hypervisors)
+    cmp0000 = facts[openstack.cloud.hypervisors[0]["id"]]
+    assert len(cmp0000["instances"]) == SERVERS / 2
+    assert cmp0000["instances"][0] == {
+        "uuid": "00000000-0000-4000-8000-000000000000", "project_id": "project-0",
+        "vm_state": "active", "task_state": None}
+    assert cmp0000["migrations"] == [{
+        "uuid": "77777777-0000-4000-8000-000000000000",
+        "instance_uuid": "00000000-0000-4000-8000-000000000004", "source_host": "cmp0000",
+        "dest_host": "cmp0001", "status": "running", "resources": {}}]
+    assert facts[openstack.cloud.hypervisors[1]["id"]]["migrations"] == cmp0000["migrations"]
+    assert cmp0000["cpu_features"] == [] and cmp0000["features"] == {}
 
 
 def test_a_second_sync_writes_only_what_changed(openstack, sync_engine, sync_database_url):
@@ -141,6 +164,7 @@ def test_an_older_nova_is_read_at_its_own_microversion(openstack, sync_engine,
     assert group["policy"] == "anti-affinity" and group["rules"] == {}
     hypervisor = table(sync_engine, models.Hypervisor)[openstack.cloud.hypervisors[0]["id"]]
     assert hypervisor["cpu_arch"] == "x86_64"  # cpu_info is still there before 2.88
+    assert hypervisor["cpu_features"] == ["amx-tile", "avx512f", "vmx"]
 
 
 def test_a_nova_older_than_2_53_is_refused_and_nothing_is_written(openstack, sync_engine,

@@ -17,6 +17,7 @@ from sqlalchemy import insert, select
 
 from cortex.cmd import manage
 from cortex.db import models
+from cortex.sync import derive
 from cortex.sync.runner import run_source
 from cortex.sync.sources.prometheus import PrometheusSource, load_queries
 from tests.real_servers import ServerUnavailable, start_prometheus, stop
@@ -188,11 +189,17 @@ def test_range_and_instant_queries_are_stored_sample_by_sample(prometheus, hyper
     window = [v for key, by_ts in utilization.items() if key[0] == "cmp0000"
               for v in by_ts.values()]
     assert features[("cmp0000", "gpu_utilization")] == pytest.approx((newest_a + newest_b) / 2)
-    assert features[("cmp0000", "gpu_utilization_window_mean")] == pytest.approx(
+    assert features[("cmp0000", "gpu_utilization.window_mean")] == pytest.approx(
         sum(window) / len(window))
     assert features[("cmp0000", "gpu_power_watts")] == 250.5
     assert features[("cmp0000", "gpu_temperature_celsius")] == 67.0
     assert ("cmp0003", "gpu_temperature_celsius") not in features
+
+    # what the knowledge view's HostState.features of cmp0000 will hold
+    with hypervisors.connect() as c:
+        nodes = c.execute(select(models.Hypervisor.__table__)).mappings().all()
+        facts = derive.node_facts(c, nodes)["00000000-0000-0000-0000-000000000000"]
+    assert facts["features"] == {f: v for (h, f), v in features.items() if h == "cmp0000"}
 
     with hypervisors.connect() as c:
         status = c.execute(select(models.SyncStatus.__table__)).one()

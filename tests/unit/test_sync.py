@@ -122,15 +122,16 @@ def test_enabled_sources_defaults_and_errors():
 def test_the_shipped_queries_file_is_valid():
     queries = load_queries(config.shipped_file("prometheus-queries.yaml"))
     names = {q.feature for q in queries}
-    assert {"gpu_utilization", "gpu_framebuffer_used_bytes", "gpu_power_watts",
-            "gpu_temperature_celsius", "gpu_xid_errors", "cpu_busy",
-            "memory_available_bytes", "vcpu_steal"} <= names
+    assert {"gpu.utilization", "gpu.framebuffer_used_bytes", "gpu.framebuffer_free_bytes",
+            "gpu.power_watts", "gpu.temperature_celsius", "gpu.xid_errors", "cpu.busy",
+            "memory.available_bytes", "cpu.steal"} <= names
     assert all(q.host_labels[0] == "Hostname" for q in queries)
 
 
 @pytest.mark.parametrize("text, message", [
     ("queries: [{feature: x, query: up}]", "'unit' is a required property"),
     ("queries: [{feature: 9x, query: up, unit: ratio}]", "does not match"),
+    ("queries: [{feature: cpu busy, query: up, unit: ratio}]", "does not match"),
     ("queries: [{feature: x, query: up, unit: ratio, aggregate: median}]", "median"),
     ("queries: [{feature: x, query: up, unit: r}, {feature: x, query: up, unit: r}]",
      "defined twice"),

@@ -98,6 +98,8 @@ def _hypervisor_row(hypervisor: dict[str, Any], service: dict[str, Any]) -> dict
         "hypervisor_version": hypervisor.get("hypervisor_version"),
         "host_ip": hypervisor.get("host_ip"),
         "cpu_arch": cpu_info.get("arch") if isinstance(cpu_info, dict) else None,
+        "cpu_features": sorted(cpu_info.get("features") or ()) if isinstance(
+            cpu_info, dict) else [],
     }
 
 

@@ -18,7 +18,7 @@ host name, node name, host IP or their short names (FQDN vs short name); a value
 matching no hypervisor is kept as its short name. ``NaN`` and infinite values are
 skipped. The host feature is the ``aggregate`` (mean, max, min, sum, count) of a
 host's series' newest values, ignoring series older than ``[prometheus]
-staleness_seconds``; range features also get ``<feature>_window_mean``, the mean
+staleness_seconds``; range features also get ``<feature>.window_mean``, the mean
 of the window's samples. A query Prometheus rejects (``bad_data``,
 ``execution``: HTTP 400/422) is reported in the run's warnings and keeps its
 previous data; an unreachable or failing Prometheus fails the run.
@@ -61,7 +61,7 @@ QUERIES_SCHEMA: dict[str, Any] = {
             "type": "object", "required": ["feature", "query", "unit"],
             "additionalProperties": False,
             "properties": {
-                "feature": {"type": "string", "pattern": "^[a-zA-Z_][a-zA-Z0-9_:]*$"},
+                "feature": {"type": "string", "pattern": "^[a-zA-Z_][a-zA-Z0-9_.:]*$"},
                 "query": {"type": "string", "minLength": 1},
                 "unit": {"type": "string", "minLength": 1},
                 "description": {"type": "string"},
@@ -335,7 +335,7 @@ class PrometheusSource(Source):
                 features[(host, feature)] = (
                     AGGREGATES[query.aggregate]([v for v, _ in fresh]), query.unit, at)
                 if (host, feature) in means:
-                    features[(host, f"{feature}_window_mean")] = (
+                    features[(host, f"{feature}.window_mean")] = (
                         means[(host, feature)], query.unit, at)
         derive.replace_features(ctx, self.name, features)
 
