@@ -51,8 +51,9 @@ def test_answer_changes_when_placement_usage_changes(synced, placement, sync_eng
 
     hosts, decision_id = post(client, body)
     assert "cmp0001" not in hosts and "cmp0000" in hosts
-    client.application.extensions["cortex"].decisions.close()  # flush the decision writer
-    steps = client.get(f"/v1/decisions/{decision_id}").get_json()["steps"]
+    services = client.application.extensions["cortex"]
+    services.decisions.close()  # flush the decision writer
+    steps = services.decision_store.get(decision_id)["steps"]
     capacity = [s for s in steps if s["name"] == "filter_has_enough_capacity"][0]
     assert "PCPU" in json.dumps(capacity["removed"]["cmp0001"])
 
