@@ -105,9 +105,49 @@ OPTIONS: tuple[Option, ...] = (
            "trait:CUSTOM_GPU_PRODUCT_ID_2330: required}]}], to resolve a flavor's "
            "accel:device_profile."),
     Option("sync", "interval", float, 60.0, "Default seconds between syncs of one source."),
+    Option("sync", "sources", str, "",
+           "Comma-separated sources cortex-sync runs, from nova, placement, cinder, manila, "
+           "keystone, prometheus. Empty: the five OpenStack sources, plus prometheus when "
+           "[prometheus] url is set."),
+    *(Option("sync", f"{name}_interval", float, 0.0,
+             f"Seconds between {name} syncs; 0: [sync] interval.")
+      for name in ("nova", "placement", "cinder", "manila", "keystone", "prometheus")),
+    Option("sync", "jitter", float, 0.1,
+           "Each wait is the interval times a random factor in [1 - jitter, 1 + jitter], "
+           "so replicas and sources do not hit the APIs in lockstep."),
+    Option("sync", "backoff_initial", float, 5.0,
+           "Seconds before the first retry of a failed source; doubled after each "
+           "further failure."),
+    Option("sync", "backoff_max", float, 600.0,
+           "Longest wait between retries of a failing source."),
+    Option("sync", "batch_size", int, 1000, "Rows per INSERT ... ON CONFLICT statement."),
+    Option("sync", "concurrency", int, 8,
+           "Parallel per-provider Placement requests (inventories, usages, traits, aggregates)."),
+    Option("sync", "metrics_host", str, "127.0.0.1", "Address of cortex-sync's /metrics server."),
+    Option("sync", "metrics_port", int, 9322, "Port of cortex-sync's /metrics server; 0: none."),
     Option("prometheus", "url", str, "", "Prometheus HTTP API base URL for live load."),
-    Option("openstack", "cloud", str, "", "Cloud name in clouds.yaml (openstacksdk)."),
+    Option("prometheus", "queries_file", str, "",
+           "PromQL queries mapped to host features (YAML). Empty: the "
+           "prometheus-queries.yaml shipped with Cortex (DCGM, node_exporter, libvirt)."),
+    Option("prometheus", "timeout", float, 30.0, "Seconds to wait for one Prometheus query."),
+    Option("prometheus", "retention_hours", float, 24.0,
+           "Range-query samples older than this are deleted by each prometheus sync."),
+    Option("prometheus", "staleness_seconds", float, 300.0,
+           "A series whose newest sample is older than this is ignored by the host features."),
+    Option("openstack", "cloud", str, "",
+           "Cloud name in clouds.yaml (openstacksdk). Empty: the OS_* environment "
+           "variables, or the credentials below when auth_url is set."),
     Option("openstack", "region_name", str, "", "Region to sync."),
+    Option("openstack", "interface", str, "", "Endpoint interface: public, internal, admin. "
+           "Empty: openstacksdk's default."),
+    Option("openstack", "auth_url", str, "",
+           "Keystone v3 URL for password authentication (instead of clouds.yaml / OS_*)."),
+    Option("openstack", "username", str, "", "User for password authentication."),
+    Option("openstack", "password", str, "", "Password for password authentication."),
+    Option("openstack", "project_name", str, "", "Project to scope the token to."),
+    Option("openstack", "user_domain_name", str, "Default", "Domain of the user."),
+    Option("openstack", "project_domain_name", str, "Default", "Domain of the project."),
+    Option("openstack", "cacert", str, "", "CA bundle to verify the endpoints with."),
 )
 
 

@@ -23,6 +23,7 @@ from werkzeug.exceptions import HTTPException
 import cortex
 from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
+from cortex.api.freshness import KnowledgeAgeCollector, healthcheck_detail
 from cortex.api.metrics import ApiMetrics
 from cortex.api.scheduler import external
 from cortex.api.schema import RequestValidator, load_openapi
@@ -82,6 +83,8 @@ def healthcheck():
         return Response(f"knowledge unavailable: {exc}", 503, mimetype="text/plain")
     if request.method == "HEAD":
         return Response(status=204)
+    if request.args.get("detail"):
+        return healthcheck_detail(services.engine, services.knowledge)
     return Response("OK", 200, mimetype="text/plain")
 
 
@@ -157,6 +160,7 @@ def create_app(conf: Config, engine: Engine | None = None,
         conf.get("scheduler", "pipelines_file") or shipped_file("pipelines.yaml"))
     authorizer = Authorizer(conf)
     app_metrics = ApiMetrics()
+    app_metrics.registry.register(KnowledgeAgeCollector(engine))
     writer = DecisionWriter(engine, conf.get("scheduler", "decision_queue_size"),
                             on_drop=app_metrics.decisions_dropped.inc,
                             retention_days=conf.get("scheduler", "decision_retention_days"))

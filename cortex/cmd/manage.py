@@ -90,6 +90,17 @@ def decisions_list(conf: config.Config, args) -> int:
     return 0
 
 
+def sync_once(conf: config.Config, args) -> int:
+    """Sync every enabled source (or ``--source NAME``) once, each in one transaction."""
+    from cortex.cmd.sync import run_once
+
+    if not args.once:
+        print("cortex-manage: sync needs --once (the long-running sync is cortex-sync)",
+              file=sys.stderr)
+        return 2
+    return run_once(conf, tuple(args.source) if args.source else None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
     parser = argparse.ArgumentParser(prog="cortex-manage", description=__doc__)
@@ -122,6 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--request-id")
     listing.add_argument("--limit", type=int, default=10)
     listing.set_defaults(func=decisions_list)
+    sync = sub.add_parser("sync", help="sync sources from OpenStack and Prometheus")
+    sync.add_argument("--once", action="store_true", help="run each source once and exit")
+    sync.add_argument("--source", action="append", metavar="NAME",
+                      choices=("nova", "placement", "cinder", "manila", "keystone", "prometheus"),
+                      help="only this source (repeatable; default: [sync] sources)")
+    sync.set_defaults(func=sync_once)
     return parser
 
 

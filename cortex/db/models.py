@@ -336,3 +336,260 @@ class MigInstance(Base):
     memory_mb: Mapped[int] = mapped_column(BigInteger, nullable=False)
     in_use: Mapped[bool] = mapped_column(Boolean, nullable=False)
     gpu: Mapped[Gpu] = relationship(back_populates="mig_instances")
+# --- Synced tables (cortex.sync): the cloud's own records, one snapshot per source. ---
+#
+# Nova, Placement, Keystone and Prometheus facts as their APIs report them, written
+# by ``cortex-sync``; the knowledge tables above are filled from them (compute nodes
+# and inventories from hypervisors + resource providers, aggregates and storage
+# pools directly). Times are UTC.
+
+
+class Hypervisor(Base):
+    """A Nova hypervisor (compute node) with its nova-compute service (API >= 2.53).
+
+    ``uuid`` is the compute node uuid and the Placement root provider uuid; ``node``
+    is ``hypervisor_hostname``; ``host`` the service host. ``state`` is the
+    service's liveness (``up``/``down``), ``status`` its operator status
+    (``enabled``/``disabled``); ``zone`` is the service's availability zone;
+    ``cpu_arch``/``cpu_features`` come from ``cpu_info`` (only before API 2.88).
+    """
+
+    __tablename__ = "hypervisors"
+
+    uuid: Mapped[str] = mapped_column(String(36), primary_key=True)
+    node: Mapped[str] = mapped_column(String(255), nullable=False)
+    host: Mapped[str] = mapped_column(String(255), nullable=False, index=True)
+    service_id: Mapped[str | None] = mapped_column(String(36))
+    state: Mapped[str | None] = mapped_column(String(16))
+    status: Mapped[str | None] = mapped_column(String(16))
+    disabled_reason: Mapped[str | None] = mapped_column(String(255))
+    forced_down: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    zone: Mapped[str | None] = mapped_column(String(255))
+    hypervisor_type: Mapped[str | None] = mapped_column(String(255))
+    hypervisor_version: Mapped[int | None] = mapped_column(BigInteger)
+    host_ip: Mapped[str | None] = mapped_column(String(64))
+    cpu_arch: Mapped[str | None] = mapped_column(String(32))
+    cpu_features: Mapped[list[str]] = mapped_column(JSONType, nullable=False, default=list)
+
+
+class Server(Base):
+    """A Nova server (instance) of any project, as ``GET /servers/detail`` reports it.
+
+    ``host``/``node`` are ``OS-EXT-SRV-ATTR:host``/``:hypervisor_hostname``;
+    ``flavor`` is the embedded flavor (API >= 2.47: vcpus, ram, disk, ephemeral,
+    swap, original_name, extra_specs).
+    """
+
+    __tablename__ = "servers"
+
+    uuid: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str | None] = mapped_column(String(255))
+    host: Mapped[str | None] = mapped_column(String(255), index=True)
+    node: Mapped[str | None] = mapped_column(String(255))
+    status: Mapped[str | None] = mapped_column(String(32))
+    vm_state: Mapped[str | None] = mapped_column(String(32))
+    task_state: Mapped[str | None] = mapped_column(String(64))
+    project_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    user_id: Mapped[str | None] = mapped_column(String(255))
+    availability_zone: Mapped[str | None] = mapped_column(String(255))
+    flavor_name: Mapped[str | None] = mapped_column(String(255))
+    flavor: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
+    created_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Flavor(Base):
+    """A Nova flavor with its extra specs (API >= 2.61 lists them inline)."""
+
+    __tablename__ = "flavors"
+
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    vcpus: Mapped[int] = mapped_column(Integer, nullable=False)
+    ram: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    disk: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    ephemeral: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    swap: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    is_public: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
+    is_disabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    description: Mapped[str | None] = mapped_column(Text)
+    extra_specs: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
+
+
+class ServerGroup(Base):
+    """A Nova server group: ``policy`` (affinity, anti-affinity, soft-*), ``rules``, members."""
+
+    __tablename__ = "server_groups"
+
+    uuid: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str | None] = mapped_column(String(255))
+    policy: Mapped[str | None] = mapped_column(String(64))
+    rules: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
+    members: Mapped[list[str]] = mapped_column(JSONType, nullable=False, default=list)
+    project_id: Mapped[str | None] = mapped_column(String(255))
+    user_id: Mapped[str | None] = mapped_column(String(255))
+
+
+class ServerMigration(Base):
+    """An in-progress Nova migration; it holds resources on source and destination node."""
+
+    __tablename__ = "server_migrations"
+
+    uuid: Mapped[str] = mapped_column(String(36), primary_key=True)
+    server_uuid: Mapped[str | None] = mapped_column(String(36), index=True)
+    migration_type: Mapped[str | None] = mapped_column(String(32))
+    status: Mapped[str | None] = mapped_column(String(32))
+    source_compute: Mapped[str | None] = mapped_column(String(255))
+    source_node: Mapped[str | None] = mapped_column(String(255))
+    dest_compute: Mapped[str | None] = mapped_column(String(255))
+    dest_node: Mapped[str | None] = mapped_column(String(255))
+    old_flavor_id: Mapped[str | None] = mapped_column(String(255))
+    new_flavor_id: Mapped[str | None] = mapped_column(String(255))
+    project_id: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ResourceProvider(Base):
+    """A Placement resource provider; trees by ``root_provider_uuid``/``parent_provider_uuid``.
+
+    A compute node is a root; its PCI devices and vGPU types are children named
+    ``<node>_<pci address>``. ``generation`` is Placement's: it moves whenever the
+    provider's inventories, traits, aggregates or allocations change.
+    """
+
+    __tablename__ = "resource_providers"
+
+    uuid: Mapped[str] = mapped_column(String(36), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    generation: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    root_provider_uuid: Mapped[str] = mapped_column(String(36), nullable=False, index=True)
+    parent_provider_uuid: Mapped[str | None] = mapped_column(String(36))
+
+
+class ProviderInventory(Base):
+    """Inventory and usage of one resource class on one Placement provider (any level)."""
+
+    __tablename__ = "provider_inventories"
+
+    provider_uuid: Mapped[str] = mapped_column(
+        ForeignKey("resource_providers.uuid", ondelete="CASCADE"), primary_key=True)
+    resource_class: Mapped[str] = mapped_column(String(255), primary_key=True)
+    total: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    reserved: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    min_unit: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    max_unit: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    step_size: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    allocation_ratio: Mapped[float] = mapped_column(Float, nullable=False)
+    used: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
+class ProviderTrait(Base):
+    """A trait of a Placement provider."""
+
+    __tablename__ = "provider_traits"
+
+    provider_uuid: Mapped[str] = mapped_column(
+        ForeignKey("resource_providers.uuid", ondelete="CASCADE"), primary_key=True)
+    trait: Mapped[str] = mapped_column(String(255), primary_key=True)
+
+
+class ProviderAggregate(Base):
+    """Membership of a Placement provider in an aggregate (a Nova aggregate's uuid)."""
+
+    __tablename__ = "provider_aggregates"
+
+    provider_uuid: Mapped[str] = mapped_column(
+        ForeignKey("resource_providers.uuid", ondelete="CASCADE"), primary_key=True)
+    aggregate_uuid: Mapped[str] = mapped_column(String(36), primary_key=True)
+
+
+class Domain(Base):
+    """A Keystone domain."""
+
+    __tablename__ = "domains"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
+    description: Mapped[str | None] = mapped_column(Text)
+
+
+class Project(Base):
+    """A Keystone project (``parent_id`` for project hierarchies)."""
+
+    __tablename__ = "projects"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    domain_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    parent_id: Mapped[str | None] = mapped_column(String(64))
+    enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
+    is_domain: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    description: Mapped[str | None] = mapped_column(Text)
+
+
+class PrometheusSample(Base):
+    """One sample of a range-query feature: ``value`` at ``ts`` for a host's series.
+
+    ``series`` names the series within the host (its other identifying labels,
+    ``gpu="0",UUID="GPU-…"`` sorted), empty for one series per host.
+    """
+
+    __tablename__ = "prometheus_samples"
+
+    feature: Mapped[str] = mapped_column(String(255), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255), primary_key=True)
+    series: Mapped[str] = mapped_column(String(1024), primary_key=True)
+    ts: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    value: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class PrometheusLatest(Base):
+    """The newest value of an instant-query feature per host series (a snapshot)."""
+
+    __tablename__ = "prometheus_latest"
+
+    feature: Mapped[str] = mapped_column(String(255), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255), primary_key=True)
+    series: Mapped[str] = mapped_column(String(1024), primary_key=True)
+    ts: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    value: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class HostFeature(Base):
+    """A derived per-host feature (GPU utilisation, allocated GPUs, instances, ...).
+
+    Recomputed by the sync from the synced tables of ``source`` whenever that
+    source changed; ``unit`` is a base unit (``ratio``, ``bytes``, ``watts``, ``count``).
+    """
+
+    __tablename__ = "host_features"
+
+    host: Mapped[str] = mapped_column(String(255), primary_key=True)
+    feature: Mapped[str] = mapped_column(String(255), primary_key=True)
+    source: Mapped[str] = mapped_column(String(32), nullable=False, index=True)
+    value: Mapped[float] = mapped_column(Float, nullable=False)
+    unit: Mapped[str] = mapped_column(String(32), nullable=False)
+    observed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class SyncStatus(Base):
+    """Per sync source: the last attempt, success and error, duration and rows written.
+
+    ``rows`` counts the rows in the last successful snapshot, ``changed`` the rows
+    it inserted, updated or deleted; ``owner`` is ``hostname:pid`` of the writer.
+    """
+
+    __tablename__ = "sync_status"
+
+    source: Mapped[str] = mapped_column(String(32), primary_key=True)
+    last_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_success_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(String(2048))
+    consecutive_failures: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    duration_seconds: Mapped[float | None] = mapped_column(Float)
+    rows: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    changed: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    owner: Mapped[str | None] = mapped_column(String(255))
+    detail: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)

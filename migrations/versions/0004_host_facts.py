@@ -6,7 +6,7 @@ JSON columns on compute_nodes (``features``, ``cpu_features``, ``instances``,
 written before this revision (or by code that does not know the columns) stay valid.
 
 Revision ID: 0004
-Revises: 0001
+Revises: 0002
 Create Date: 2026-11-22
 """
 

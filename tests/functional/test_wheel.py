@@ -44,6 +44,7 @@ def test_wheel_installs_and_migrates(tmp_path, empty_database_url):
                            capture_output=True, text=True, cwd=tmp_path, env=env)
     assert check.returncode == 0, check.stderr
     assert str(target) in check.stdout  # the pipelines.yaml installed with the wheel
+    assert (target / "share" / "cortex" / "prometheus-queries.yaml").is_file()
     fleet = target / "share" / "cortex" / "demo-fleet.yaml"
     load = subprocess.run([target / "bin" / "cortex-manage", "load-fleet", str(fleet)],
                           capture_output=True, text=True, cwd=tmp_path, env=env)

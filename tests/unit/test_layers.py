@@ -1,4 +1,8 @@
-"""Imports only go downwards (architecture.md): api -> pipeline -> plugins -> knowledge -> db."""
+"""Imports only go downwards (architecture.md): api -> pipeline -> plugins -> knowledge -> db.
+
+``sync -> db`` only: the sync never imports the API, the pipeline, the plugins or the
+knowledge layer, and nothing but the console scripts imports the sync.
+"""
 
 import ast
 from pathlib import Path
@@ -8,13 +12,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2] / "cortex"
 # For each layer, the cortex packages it must never import.
 FORBIDDEN = {
-    "db": {"api", "pipeline", "plugins", "knowledge", "request", "cmd"},
-    "knowledge": {"api", "pipeline", "plugins", "cmd"},
-    "plugins": {"api", "pipeline", "db", "cmd"},
-    "pipeline": {"api", "db", "cmd"},
-    "request": {"api", "pipeline", "plugins", "knowledge", "db", "cmd"},
+    "db": {"api", "pipeline", "plugins", "knowledge", "request", "cmd", "sync"},
+    "knowledge": {"api", "pipeline", "plugins", "cmd", "sync"},
+    "plugins": {"api", "pipeline", "db", "cmd", "sync"},
+    "pipeline": {"api", "db", "cmd", "sync"},
+    "request": {"api", "pipeline", "plugins", "knowledge", "db", "cmd", "sync"},
     "api": {"cmd", "sync"},
     "agent": {"api", "pipeline", "plugins", "knowledge", "db", "request", "cmd", "sync"},
+    "sync": {"api", "pipeline", "plugins", "knowledge", "request", "cmd", "agent"},
 }
 THIRD_PARTY_FORBIDDEN = {"plugins": {"sqlalchemy"}, "request": {"sqlalchemy", "flask"},
                          "agent": {"sqlalchemy", "flask"}}

@@ -23,7 +23,7 @@ def test_every_package_is_listed():
 def test_console_scripts_resolve():
     scripts = {ep.name: ep for ep in entry_points(group="console_scripts")
                if ep.value.startswith("cortex.")}
-    assert {"cortex-agent", "cortex-api", "cortex-manage"} <= set(scripts)
+    assert {"cortex-agent", "cortex-api", "cortex-manage", "cortex-sync"} <= set(scripts)
     for ep in scripts.values():
         assert callable(ep.load())
 
@@ -33,5 +33,7 @@ def test_extras_and_plugin_groups_are_declared():
     extras = cfg["options.extras_require"]
     assert "openstacksdk" in extras["sync"] and "nvidia-ml-py" in extras["agent"]
     assert "nvidia-ml-py" in extras["test"]  # CI runs the agent's tests with the real pynvml
+    assert "requests" in extras["sync"]
+    assert "openstacksdk" in extras["test"], "CI installs the test extra and runs the sync tests"
     points = cfg["options.entry_points"]
     assert "cortex.filters" in points and "cortex.weighers" in points

@@ -1,0 +1,164 @@
+"""Full sync of a large fake cloud: wall time per source and peak memory of the sync process.
+
+The cloud (default: 10,000 compute hosts, 200,000 servers, 30,000 resource
+providers = each host's root plus two PCI GPU children) is served by the fake
+Keystone/Nova/Placement of ``tests/fake_openstack.py`` in a separate process,
+through a real openstacksdk connection; the sync writes into a scratch
+PostgreSQL database that is dropped afterwards. Run from the checkout:
+
+    .venv/bin/python bench/sync_scale.py [--hosts N --servers N --gpus-per-host N]
+
+It prints one line per source and run (the first run writes everything, the
+second finds nothing changed) and the sync process's peak resident memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import resource
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sqlalchemy import text  # noqa: E402
+
+from cortex import conf as config  # noqa: E402
+from cortex.db import migrate  # noqa: E402
+from cortex.db.engine import make_engine  # noqa: E402
+from cortex.sync.runner import run_source  # noqa: E402
+from cortex.sync.sources import build_sources  # noqa: E402
+
+SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432"
+
+
+def build_cloud(hosts: int, servers: int, gpus: int):
+    """A FakeCloud of the given size; nested server fields are shared, not copied."""
+    from tests.fake_openstack import _SERVER_TEMPLATE, FakeCloud
+
+    cloud = FakeCloud()
+    flavor = {"vcpus": 16, "ram": 65536, "disk": 100, "ephemeral": 0, "swap": 0,
+              "original_name": "g1.h100.16c64g", "extra_specs": {"hw:cpu_policy": "dedicated",
+                                                                 "pci_passthrough:alias": "h100:1"}}
+    for i in range(hosts):
+        host, node = f"cmp{i:05d}", f"cmp{i:05d}.cloud.example"
+        root = cloud.add_compute_host(host, node, zone=f"az-{i % 3 + 1}",
+                                      host_ip=f"10.{i // 65536}.{i // 256 % 256}.{i % 256}")
+        cloud.add_provider(root, node, root, None, {
+            "VCPU": (128, 4.0, 40), "PCPU": (96, 1.0, 32), "MEMORY_MB": (1048576, 1.0, 262144),
+            "DISK_GB": (3576, 1.0, 400)}, ["COMPUTE_NODE", "HW_ARCH_X86_64"])
+        for g in range(gpus):
+            child = str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{node}_{g}"))
+            cloud.add_provider(child, f"{node}_0000:{g + 16:02x}:00.0", root, root, {
+                "CUSTOM_PCI_10DE_2330": (1, 1.0, g % 2)}, ["CUSTOM_NVIDIA_H100_SXM5"])
+    for i in range(servers):
+        host = f"cmp{i % hosts:05d}"
+        cloud.servers.append(dict(
+            _SERVER_TEMPLATE, id=str(uuid.UUID(int=i + 1)), name=f"vm-{i}",
+            **{"OS-EXT-SRV-ATTR:host": host,
+               "OS-EXT-SRV-ATTR:hypervisor_hostname": f"{host}.cloud.example",
+               "tenant_id": f"project-{i % 500}"}, flavor=flavor))
+    return cloud
+
+
+def serve(hosts: int, servers: int, gpus: int, ready) -> None:
+    """Child process: build the cloud and serve it with gunicorn (threads, keep-alive).
+
+    werkzeug's development server closes every connection, which would make the
+    fake, not the sync, the bottleneck of 30,000 x 4 Placement calls.
+    """
+    from gunicorn.app.base import BaseApplication
+
+    from tests.fake_openstack import FakeOpenStack
+    from tests.real_servers import free_port
+
+    cloud = build_cloud(hosts, servers, gpus)
+    port = free_port()
+    fake = FakeOpenStack(cloud)  # not started: its app is served by gunicorn below
+    fake.url = f"http://127.0.0.1:{port}"
+
+    class Server(BaseApplication):
+        def load_config(self):
+            for key, value in {"bind": f"127.0.0.1:{port}", "workers": 1, "threads": 8,
+                               "worker_class": "gthread", "keepalive": 30,
+                               "loglevel": "warning", "timeout": 300}.items():
+                self.cfg.set(key, value)
+
+        def load(self):
+            ready.put((fake.url, len(cloud.providers)))
+            return fake.app
+
+    Server().run()
+
+
+def scratch_database() -> str:
+    """Create ``cortex_bench_<pid>`` and migrate it; its URL."""
+    name = f"cortex_bench_{os.getpid()}"
+    admin = make_engine(f"{SERVER}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    url = f"{SERVER}/{name}"
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    return url
+
+
+def drop_database(url: str) -> None:
+    admin = make_engine(f"{SERVER}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=10000)
+    parser.add_argument("--servers", type=int, default=200000)
+    parser.add_argument("--gpus-per-host", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+
+    context = multiprocessing.get_context("spawn")
+    ready = context.Queue()
+    started = time.perf_counter()
+    cloud = context.Process(target=serve, args=(args.hosts, args.servers, args.gpus_per_host,
+                                                ready), daemon=True)
+    cloud.start()
+    url, providers = ready.get(timeout=1800)
+    print(f"fake cloud: {args.hosts} hosts, {args.servers} servers, {providers} providers "
+          f"(built in {time.perf_counter() - started:.0f} s, served by another process)")
+    database = scratch_database()
+    try:
+        conf = config.load(environ={}, overrides={
+            "database.connection": database, "sync.concurrency": args.concurrency,
+            "openstack.auth_url": f"{url}/identity/v3", "openstack.username": "admin",
+            "openstack.password": "secret", "openstack.project_name": "admin"})
+        engine = make_engine(database)
+        sources = build_sources(conf, ("nova", "placement"))
+        for run in ("full", "unchanged"):
+            total = 0.0
+            for source in sources:
+                result = run_source(engine, source, conf.get("sync", "batch_size"))
+                if not result.ok:
+                    raise SystemExit(f"{source.name} failed: {result.error}")
+                total += result.duration
+                print(f"{run:9s} {source.name:9s} {result.duration:7.1f} s  "
+                      f"{result.rows:7d} rows  {result.changed:7d} changed")
+            print(f"{run:9s} {'total':9s} {total:7.1f} s")
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"peak memory of the sync process: {peak:.0f} MiB")
+        engine.dispose()
+    finally:
+        cloud.terminate()
+        drop_database(database)
+
+
+if __name__ == "__main__":
+    main()

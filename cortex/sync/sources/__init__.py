@@ -1,0 +1,57 @@
+"""The sync sources, one module per service; :func:`build_sources` makes them from conf."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from cortex.conf import Config, ConfigError
+from cortex.sync.source import Source
+
+OPENSTACK_SOURCES = ("nova", "placement", "cinder", "manila", "keystone")
+ALL_SOURCES = (*OPENSTACK_SOURCES, "prometheus")
+
+
+def enabled_sources(conf: Config) -> tuple[str, ...]:
+    """The names in ``[sync] sources``, or the default set; ConfigError for an unknown name."""
+    raw = conf.get("sync", "sources")
+    if not raw.strip():
+        return OPENSTACK_SOURCES + (("prometheus",) if conf.get("prometheus", "url") else ())
+    names = tuple(dict.fromkeys(n.strip() for n in raw.split(",") if n.strip()))
+    unknown = [n for n in names if n not in ALL_SOURCES]
+    if unknown:
+        raise ConfigError(f"[sync] sources: unknown source(s) {', '.join(unknown)}; "
+                          f"known: {', '.join(ALL_SOURCES)}")
+    return names
+
+
+def build_sources(conf: Config, names: tuple[str, ...],
+                  cloud: Callable[[], Any] | None = None) -> list[Source]:
+    """Source objects for ``names``; OpenStack ones share one lazily made connection.
+
+    ``cloud`` (tests, benchmarks) returns an openstacksdk connection; default:
+    :func:`cortex.sync.openstack.connect` on ``conf``, made on first use.
+    """
+    from cortex.sync.openstack import connect
+    from cortex.sync.sources.keystone import KeystoneSource
+    from cortex.sync.sources.nova import NovaSource
+    from cortex.sync.sources.placement import PlacementSource
+    from cortex.sync.sources.prometheus import PrometheusSource
+    from cortex.sync.sources.storage import CinderSource, ManilaSource
+
+    cloud = cloud or functools.cache(lambda: connect(conf))
+    makers: dict[str, Callable[[], Source]] = {
+        "nova": lambda: NovaSource(cloud),
+        "placement": lambda: PlacementSource(cloud, conf.get("sync", "concurrency")),
+        "cinder": lambda: CinderSource(cloud),
+        "manila": lambda: ManilaSource(cloud),
+        "keystone": lambda: KeystoneSource(cloud),
+        "prometheus": lambda: PrometheusSource.from_conf(conf),
+    }
+    return [makers[name]() for name in names]
+
+
+def interval(conf: Config, name: str) -> float:
+    """Seconds between runs of source ``name``: its own option, else ``[sync] interval``."""
+    return conf.get("sync", f"{name}_interval") or conf.get("sync", "interval")
