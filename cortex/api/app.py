@@ -14,23 +14,26 @@ from functools import partial
 from typing import Any
 
 from flask import Flask, Response, current_app, g, jsonify, request
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException
 
 import cortex
+from cortex.api import ui
 from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
-from cortex.api.metrics import ApiMetrics
+from cortex.api.metrics import ApiMetrics, KnowledgeCollector
 from cortex.api.scheduler import external
 from cortex.api.schema import RequestValidator, load_openapi
+from cortex.api.simulate import simulate
 from cortex.conf import Config, shipped_file
 from cortex.db.engine import make_engine
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeCache, KnowledgeUnavailable
 from cortex.knowledge.decisions import DecisionStore, DecisionWriter
 from cortex.pipeline.config import PipelineSet, load_pipelines
+from cortex.pipeline.explain import explain
 
 LOG = logging.getLogger(__name__)
 
@@ -86,10 +89,9 @@ def openapi_document():
 
 
 def metrics():
-    """``GET /metrics``: Prometheus text exposition of this worker's registry."""
-    services = current_app.extensions["cortex"]
-    services.metrics.decision_queue_depth.set(services.decisions.depth)
-    return Response(generate_latest(services.metrics.registry), mimetype=CONTENT_TYPE_LATEST)
+    """``GET /metrics``: Prometheus text exposition (every gunicorn worker's, see metrics.py)."""
+    exposition = current_app.extensions["cortex"].metrics.exposition()
+    return Response(exposition, mimetype=CONTENT_TYPE_LATEST)
 
 
 def list_decisions():
@@ -111,6 +113,14 @@ def show_decision(decision_id: str):
     return jsonify(decision)
 
 
+def show_explanation(decision_id: str):
+    """``GET /v1/decisions/<id>/explanation``: why the answer was what it was."""
+    decision = current_app.extensions["cortex"].decision_store.get(decision_id)
+    if decision is None:
+        raise ApiError(404, f"no decision {decision_id}")
+    return jsonify(explain(decision))
+
+
 #: path -> {method: (handler, policy)}; policies in cortex.api.auth.POLICIES.
 ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
     "/": {"GET": (version_document, "public")},
@@ -122,6 +132,16 @@ ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
     "/scheduler/manila/external": {"POST": (partial(external, "manila"), "external")},
     "/v1/decisions": {"GET": (list_decisions, "reader")},
     "/v1/decisions/<decision_id>": {"GET": (show_decision, "reader")},
+    "/v1/decisions/<decision_id>/explanation": {"GET": (show_explanation, "reader")},
+    "/v1/scheduler/nova/simulate": {"POST": (partial(simulate, "nova"), "reader")},
+    "/v1/scheduler/cinder/simulate": {"POST": (partial(simulate, "cinder"), "reader")},
+    "/v1/scheduler/manila/simulate": {"POST": (partial(simulate, "manila"), "reader")},
+    "/ui": {"GET": (ui.fleet, "reader")},
+    "/ui/hosts/<host>": {"GET": (ui.host_page, "reader")},
+    "/ui/decisions": {"GET": (ui.decisions_page, "reader")},
+    "/ui/decisions/<decision_id>": {"GET": (ui.decision_page, "reader")},
+    "/ui/pipelines": {"GET": (ui.pipelines_page, "reader")},
+    "/ui/static/<path:name>": {"GET": (ui.static_file, "public")},
 }
 
 
@@ -142,7 +162,7 @@ def create_app(conf: Config, engine: Engine | None = None,
     PipelineConfigError or ConfigError at startup for bad configuration (including
     bad static tokens or a missing keystone extra).
     """
-    app = Flask("cortex")
+    app = Flask("cortex", template_folder="api/templates", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = conf.get("api", "max_body_bytes")
     app.json.sort_keys = False
     engine = engine or make_engine(conf.database_url,
@@ -153,12 +173,14 @@ def create_app(conf: Config, engine: Engine | None = None,
     app_metrics = ApiMetrics()
     writer = DecisionWriter(engine, conf.get("scheduler", "decision_queue_size"),
                             on_drop=app_metrics.decisions_dropped.inc,
-                            retention_days=conf.get("scheduler", "decision_retention_days"))
+                            retention_days=conf.get("scheduler", "decision_retention_days"),
+                            on_handled=app_metrics.decision_queue_depth.dec)
     atexit.register(writer.close)
+    knowledge = KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
+                               conf.get("database", "max_knowledge_age"))
+    app_metrics.add_scrape_collector(KnowledgeCollector(knowledge))
     app.extensions["cortex"] = Services(
-        conf=conf, engine=engine,
-        knowledge=KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
-                                 conf.get("database", "max_knowledge_age")),
+        conf=conf, engine=engine, knowledge=knowledge,
         pipelines=pipelines, validator=RequestValidator(load_openapi()), decisions=writer,
         decision_store=DecisionStore(engine), metrics=app_metrics, authorizer=authorizer)
     for path, handlers in ROUTES.items():

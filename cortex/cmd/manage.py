@@ -13,6 +13,7 @@ from cortex.db.engine import make_engine
 from cortex.knowledge.decisions import DecisionStore
 from cortex.knowledge.fleet import FleetError, import_fleet, read_fleet
 from cortex.pipeline.config import PipelineConfigError, load_pipelines
+from cortex.pipeline.explain import explain, render_text
 from cortex.plugins.base import describe_options
 from cortex.plugins.registry import FILTERS, WEIGHERS, load_all
 
@@ -90,6 +91,24 @@ def decisions_list(conf: config.Config, args) -> int:
     return 0
 
 
+def explain_decision(conf: config.Config, args) -> int:
+    """Explain a decision named by its id, its instance/volume/share id or request id."""
+    store = DecisionStore(make_engine(conf.database_url))
+    decision, matches = store.resolve(args.key)
+    if decision is None:
+        print(f"cortex-manage: no decision, resource or request {args.key!r}", file=sys.stderr)
+        return 1
+    explanation = explain(decision)
+    if args.json:
+        print(json.dumps(explanation, indent=2, default=str))
+        return 0
+    sys.stdout.write(render_text(explanation, max_hosts=args.hosts))
+    if matches > 1:
+        print(f"\n(the newest of {matches} decisions matching {args.key}; "
+              "'cortex-manage decisions list' shows them all)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
     parser = argparse.ArgumentParser(prog="cortex-manage", description=__doc__)
@@ -122,6 +141,12 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--request-id")
     listing.add_argument("--limit", type=int, default=10)
     listing.set_defaults(func=decisions_list)
+    why = sub.add_parser("explain", help="why a decision came out as it did")
+    why.add_argument("key", help="decision id, instance/volume/share uuid or request id "
+                                 "(the newest decision of a resource or request)")
+    why.add_argument("--json", action="store_true", help="the explanation as JSON")
+    why.add_argument("--hosts", type=int, default=10, help="ranked hosts to list (default 10)")
+    why.set_defaults(func=explain_decision)
     return parser
 
 
