@@ -39,6 +39,7 @@ class Gpu:
     in_use: bool = False
     healthy: bool = True
     mig_instances: tuple = ()
+    passthrough: bool = True
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,16 @@ The one place that knows how the topology issue's ``HostState.topology`` looks, 
 the dashboard, ``/metrics`` and the decision counters do not: adapt this module if
 that shape moves. Expected (``cortex/knowledge/topology.py`` of the topology work):
 ``topology.cells`` (NUMA cells: ``id``, ``socket``, ``cpus``, ``pcpuset``,
-``pinned_cpus``, ``memory``, ``memory_usage`` in MiB), ``topology.gpus`` (``pci_address``,
-``name``, ``numa_node``, ``in_use``, ``healthy``, ``mig_instances`` with ``profile`` and
-``in_use``) and ``topology.links`` (a mapping of address pairs, both orders, or an
+``pinned_cpus``, ``memory``, ``memory_usage`` in MiB); ``topology.gpus``
+(``pci_address``, ``name``, ``numa_node``, ``in_use``, ``healthy``, ``passthrough``
+(False for a GPU split by MIG or vGPU), ``mig_instances`` with ``profile`` and
+``in_use``); ``topology.links`` (a mapping of address pairs, both orders, or an
 iterable, of links with ``a``, ``b``, ``nvlink`` (active NVLinks, NVSwitch paths
 included) and ``topology`` (NVML's P2P level: ``INTERNAL``, ``SINGLE``, ``MULTIPLE``,
 ``HOSTBRIDGE``, ``NODE``, ``SYSTEM``)). Missing attributes read as empty.
-A host without the attribute, or with ``None``, has no picture.
+A host without the attribute, or with ``None``, has no picture. Checked against that
+work's ``topology_from_report`` on its four shipped reports (HGX H100, A100 MIG, A100
+NVLink pairs, L40S) before it merged.
 """
 
 from __future__ import annotations
@@ -36,7 +39,10 @@ class CellPicture:
 
 @dataclass(frozen=True, slots=True)
 class GpuPicture:
-    """A GPU: PCI address, model name, NUMA cell (None: unknown), taken, healthy, MIG."""
+    """A GPU: PCI address, model name, NUMA cell (None: unknown), taken, healthy, MIG.
+
+    ``passthrough``: the whole GPU can be given to one instance (not split by MIG/vGPU).
+    """
 
     address: str
     name: str
@@ -44,6 +50,7 @@ class GpuPicture:
     in_use: bool
     healthy: bool
     mig: tuple[str, ...]
+    passthrough: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +108,8 @@ def _gpu(gpu: Any) -> GpuPicture:
                 for i in getattr(gpu, "mig_instances", ()) or ())
     return GpuPicture(str(gpu.pci_address), getattr(gpu, "name", None) or "GPU",
                       getattr(gpu, "numa_node", None), bool(getattr(gpu, "in_use", False)),
-                      bool(getattr(gpu, "healthy", True)), mig)
+                      bool(getattr(gpu, "healthy", True)), mig,
+                      bool(getattr(gpu, "passthrough", True)))
 
 
 def _links(links: Mapping | Iterable) -> tuple[LinkPicture, ...]:
@@ -127,12 +135,12 @@ def nvlink_connected(topology: TopologyPicture, addresses: Iterable[str]) -> boo
 
 
 def can_place_connected(topology: TopologyPicture, count: int) -> bool:
-    """Whether ``count`` free, healthy GPUs of the host are pairwise NVLink-connected.
+    """Whether ``count`` free, healthy passthrough GPUs are pairwise NVLink-connected.
 
     Tries the sets of free GPUs (at most C(16, 8) = 12,870 for the largest hosts; a
     host has few free GPUs in practice). A ``count`` below 2 only needs enough free GPUs.
     """
-    free = [g.address for g in topology.gpus if not g.in_use and g.healthy]
+    free = [g.address for g in topology.gpus if not g.in_use and g.healthy and g.passthrough]
     if count < 2:
         return len(free) >= count
     pairs = nvlink_pairs(topology)

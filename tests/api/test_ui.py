@@ -38,7 +38,9 @@ def test_fleet_page_shows_zones_hosts_and_gpus(client):
 def test_host_page_shows_allocations_and_says_when_no_topology(client):
     text = page(client, "/ui/hosts/cmp0008")
     assert "CUSTOM_PCI_10DE_2330" in text and 'id="allocations"' in text
-    assert "No topology reported" in text and "<svg" not in text
+    # a general-purpose host: no agent reports its topology, with or without GPU work
+    plain = page(client, "/ui/hosts/cmp0017")
+    assert "No topology reported" in plain and "<svg" not in plain
     assert_error(client.get("/ui/hosts/nope"), 404)
 
 

@@ -1,5 +1,7 @@
 """Reading a host's topology for pictures and NVLink KPIs (a fake shaped like the real one)."""
 
+import dataclasses
+
 import pytest
 
 from cortex.api.scheduler import gpu_placement, requested_gpus
@@ -9,7 +11,7 @@ from cortex.knowledge.topology_picture import (
     nvlink_connected,
     picture,
 )
-from tests.fake_topology import address, hgx, topology_host
+from tests.fake_topology import Mig, address, hgx, topology_host
 from tests.fakes import host, nova, view
 
 
@@ -49,6 +51,16 @@ def test_can_place_connected(in_use, pairs, count, expected):
 def test_unhealthy_gpus_are_not_free():
     topology = picture(topology_host(topology=hgx(unhealthy=(7,))))
     assert can_place_connected(topology, 7) and not can_place_connected(topology, 8)
+
+
+def test_gpus_split_by_mig_are_not_free_for_passthrough():
+    topology = hgx()
+    split = dataclasses.replace(topology, gpus=tuple(
+        dataclasses.replace(g, passthrough=False, mig_instances=(Mig("3g.40gb"),))
+        if i == 0 else g for i, g in enumerate(topology.gpus)))
+    drawn = picture(topology_host(topology=split))
+    assert drawn.gpus[0].mig == ("3g.40gb",) and not drawn.gpus[0].passthrough
+    assert can_place_connected(drawn, 7) and not can_place_connected(drawn, 8)
 
 
 def test_nvlink_connected_sets():
