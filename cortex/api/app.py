@@ -15,18 +15,20 @@ from functools import partial
 from typing import Any
 
 from flask import Flask, Response, current_app, g, jsonify, request
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException
 
 import cortex
+from cortex.api import ui
 from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
-from cortex.api.freshness import KnowledgeAgeCollector, healthcheck_detail
-from cortex.api.metrics import ApiMetrics
+from cortex.api.freshness import healthcheck_detail, sync_ages
+from cortex.api.metrics import ApiMetrics, KnowledgeCollector
 from cortex.api.scheduler import external
 from cortex.api.schema import RequestValidator, load_openapi
+from cortex.api.simulate import simulate
 from cortex.api.topology import post_topology, show_topology
 from cortex.conf import Config, ConfigError, shipped_file
 from cortex.db.engine import make_engine
@@ -34,6 +36,7 @@ from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeCache, KnowledgeUnavailable
 from cortex.knowledge.decisions import DecisionStore, DecisionWriter
 from cortex.pipeline.config import PipelineSet, load_pipelines
+from cortex.pipeline.explain import explain
 from cortex.request import PARSERS, NovaRequest
 from cortex.request.devices import CatalogError, DeviceCatalog
 
@@ -94,10 +97,9 @@ def openapi_document():
 
 
 def metrics():
-    """``GET /metrics``: Prometheus text exposition of this worker's registry."""
-    services = current_app.extensions["cortex"]
-    services.metrics.decision_queue_depth.set(services.decisions.depth)
-    return Response(generate_latest(services.metrics.registry), mimetype=CONTENT_TYPE_LATEST)
+    """``GET /metrics``: Prometheus text exposition (every gunicorn worker's, see metrics.py)."""
+    exposition = current_app.extensions["cortex"].metrics.exposition()
+    return Response(exposition, mimetype=CONTENT_TYPE_LATEST)
 
 
 def list_decisions():
@@ -119,6 +121,14 @@ def show_decision(decision_id: str):
     return jsonify(decision)
 
 
+def show_explanation(decision_id: str):
+    """``GET /v1/decisions/<id>/explanation``: why the answer was what it was."""
+    decision = current_app.extensions["cortex"].decision_store.get(decision_id)
+    if decision is None:
+        raise ApiError(404, f"no decision {decision_id}")
+    return jsonify(explain(decision))
+
+
 #: path -> {method: (handler, policy)}; policies in cortex.api.auth.POLICIES.
 ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
     "/": {"GET": (version_document, "public")},
@@ -131,6 +141,16 @@ ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
     "/v1/decisions": {"GET": (list_decisions, "reader")},
     "/v1/decisions/<decision_id>": {"GET": (show_decision, "reader")},
     "/v1/topology/<host>": {"POST": (post_topology, "agent"), "GET": (show_topology, "reader")},
+    "/v1/decisions/<decision_id>/explanation": {"GET": (show_explanation, "reader")},
+    "/v1/scheduler/nova/simulate": {"POST": (partial(simulate, "nova"), "reader")},
+    "/v1/scheduler/cinder/simulate": {"POST": (partial(simulate, "cinder"), "reader")},
+    "/v1/scheduler/manila/simulate": {"POST": (partial(simulate, "manila"), "reader")},
+    "/ui": {"GET": (ui.fleet, "reader")},
+    "/ui/hosts/<host>": {"GET": (ui.host_page, "reader")},
+    "/ui/decisions": {"GET": (ui.decisions_page, "reader")},
+    "/ui/decisions/<decision_id>": {"GET": (ui.decision_page, "reader")},
+    "/ui/pipelines": {"GET": (ui.pipelines_page, "reader")},
+    "/ui/static/<path:name>": {"GET": (ui.static_file, "public")},
 }
 
 
@@ -151,7 +171,7 @@ def create_app(conf: Config, engine: Engine | None = None,
     PipelineConfigError or ConfigError at startup for bad configuration (including
     bad static tokens or a missing keystone extra).
     """
-    app = Flask("cortex")
+    app = Flask("cortex", template_folder="api/templates", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = conf.get("api", "max_body_bytes")
     app.json.sort_keys = False
     engine = engine or make_engine(conf.database_url,
@@ -160,16 +180,17 @@ def create_app(conf: Config, engine: Engine | None = None,
         conf.get("scheduler", "pipelines_file") or shipped_file("pipelines.yaml"))
     authorizer = Authorizer(conf)
     app_metrics = ApiMetrics()
-    app_metrics.registry.register(KnowledgeAgeCollector(engine))
     writer = DecisionWriter(engine, conf.get("scheduler", "decision_queue_size"),
                             on_drop=app_metrics.decisions_dropped.inc,
-                            retention_days=conf.get("scheduler", "decision_retention_days"))
+                            retention_days=conf.get("scheduler", "decision_retention_days"),
+                            on_handled=app_metrics.decision_queue_depth.dec)
     atexit.register(writer.close)
     parsers = dict(PARSERS, nova=partial(NovaRequest.from_body, devices=_device_catalog(conf)))
+    knowledge = KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
+                               conf.get("database", "max_knowledge_age"))
+    app_metrics.add_scrape_collector(KnowledgeCollector(knowledge, partial(sync_ages, engine)))
     app.extensions["cortex"] = Services(
-        conf=conf, engine=engine,
-        knowledge=KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
-                                 conf.get("database", "max_knowledge_age")),
+        conf=conf, engine=engine, knowledge=knowledge,
         pipelines=pipelines, validator=RequestValidator(load_openapi()), decisions=writer,
         decision_store=DecisionStore(engine), metrics=app_metrics, authorizer=authorizer,
         parsers=parsers)

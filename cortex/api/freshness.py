@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 from flask import jsonify
-from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -16,29 +14,19 @@ from cortex.knowledge.freshness import source_freshness
 LOG = logging.getLogger(__name__)
 
 
-class KnowledgeAgeCollector:
-    """Collects ``cortex_knowledge_age_seconds{source}`` at scrape time from ``sync_status``.
+def sync_ages(engine: Engine) -> list[tuple[str, float]]:
+    """``[(source, seconds since its last successful sync)]`` from ``sync_status``.
 
-    A source that never succeeded is left out; when the database does not answer,
-    the metric is left out of that scrape (the healthcheck says why).
+    A source that never succeeded is left out; when the database does not answer, the
+    list is empty (the healthcheck says why). Read at scrape time by the API's
+    knowledge collector as ``cortex_knowledge_age_seconds{source}``.
     """
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        """One gauge family with a sample per source."""
-        family = GaugeMetricFamily("cortex_knowledge_age_seconds",
-                                   "Seconds since the last successful sync of each source.",
-                                   labels=["source"])
-        try:
-            for entry in source_freshness(self._engine):
-                if entry.age_seconds is not None:
-                    family.add_metric([entry.source], entry.age_seconds)
-        except SQLAlchemyError as exc:
-            LOG.warning("knowledge age: database unreachable (%s)", type(exc).__name__)
-            return
-        yield family
+    try:
+        return [(entry.source, entry.age_seconds) for entry in source_freshness(engine)
+                if entry.age_seconds is not None]
+    except SQLAlchemyError as exc:
+        LOG.warning("knowledge age: database unreachable (%s)", type(exc).__name__)
+        return []
 
 
 def healthcheck_detail(engine: Engine, knowledge: KnowledgeCache):

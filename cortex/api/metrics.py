@@ -1,15 +1,47 @@
-"""Prometheus metrics of one API app (a registry per app, so tests never share counters)."""
+"""Prometheus metrics of one API app, in one process or across gunicorn workers.
+
+Without ``$PROMETHEUS_MULTIPROC_DIR`` every app has its own registry (tests never
+share counters) and ``/metrics`` exposes it. With it (gunicorn, see
+``etc/cortex/gunicorn.conf.py``), prometheus-client's multi-process mode writes each
+worker's values to files in that directory and ``/metrics`` aggregates all workers
+with ``MultiProcessCollector``: counters and histograms add up, the decision queue
+depth is summed over live workers. The variable must be set before the worker
+imports prometheus-client, which gunicorn.conf.py does.
+
+Scrape-time metrics come from :class:`KnowledgeCollector`, computed in the worker
+that answers the scrape: the age of its knowledge (``cortex_knowledge_age_seconds``)
+and the fleet KPIs of its view, computed once per knowledge version.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from cortex.knowledge import kpis
+from cortex.knowledge.cache import KnowledgeCache, KnowledgeUnavailable
+from cortex.knowledge.view import KnowledgeView
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+_STEP_BUCKETS = (.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .5)
 
 
 class ApiMetrics:
-    """The API's metrics; names follow Prometheus conventions (``_total``, ``_seconds``)."""
+    """The API's metrics; names follow Prometheus conventions (``_total``, ``_seconds``).
+
+    ``multiprocess`` is decided once, from the environment at construction.
+    """
 
     def __init__(self) -> None:
+        self.multiprocess = bool(os.environ.get(MULTIPROC_ENV))
         self.registry = CollectorRegistry()
+        self._scrape_collectors: list[Any] = []
+        self._steps: dict[tuple[str, str], tuple[Any, Any]] = {}
         self.request_duration = Histogram(
             "cortex_scheduler_request_duration_seconds",
             "Time to answer an external scheduler call.", ["service", "pipeline", "status"],
@@ -18,12 +50,128 @@ class ApiMetrics:
         self.requests = Counter(
             "cortex_scheduler_requests", "External scheduler calls answered.",
             ["service", "pipeline", "intent", "outcome"], registry=self.registry)
+        self.step_duration = Histogram(
+            "cortex_pipeline_step_duration_seconds", "Time one pipeline step took.",
+            ["pipeline", "step"], registry=self.registry, buckets=_STEP_BUCKETS)
+        self.hosts_removed = Counter(
+            "cortex_pipeline_hosts_removed", "Hosts removed by a filter (shadow steps: none).",
+            ["pipeline", "step"], registry=self.registry)
+        self.reordered = Counter(
+            "cortex_pipeline_reordered",
+            "Answers by whether the caller's first choice (highest weight) was kept first.",
+            ["pipeline", "first_choice"], registry=self.registry)
+        self.gpu_placements = Counter(
+            "cortex_gpu_placements",
+            "Multi-GPU Nova requests answered with a first host that reports its topology, "
+            "by whether that host has enough free GPUs all joined by NVLink.",
+            ["pipeline", "nvlink"], registry=self.registry)
         self.decisions_dropped = Counter(
             "cortex_decisions_dropped", "Decision records dropped (queue full or write failed).",
             registry=self.registry)
         self.decision_queue_depth = Gauge(
             "cortex_decision_queue_depth", "Decision records waiting to be written.",
-            registry=self.registry)
-        self.knowledge_version = Gauge(
-            "cortex_knowledge_version", "Knowledge version of this worker's view.",
-            registry=self.registry)
+            registry=self.registry, multiprocess_mode="livesum")
+
+    def step(self, pipeline: str, step: str) -> tuple[Any, Any]:
+        """``(duration histogram, hosts removed counter)`` of one step, looked up once.
+
+        ``labels()`` validates and locks on every call; a pipeline has ~30 steps per
+        request, so the children are kept in a plain dict (0.5 us instead of 2.5 us).
+        """
+        key = (pipeline, step)
+        found = self._steps.get(key)
+        if found is None:
+            found = self._steps[key] = (self.step_duration.labels(pipeline, step),
+                                        self.hosts_removed.labels(pipeline, step))
+        return found
+
+    def add_scrape_collector(self, collector: Any) -> None:
+        """Add a collector evaluated at scrape time in the answering worker."""
+        self._scrape_collectors.append(collector)
+        if not self.multiprocess:
+            self.registry.register(collector)
+
+    def exposition(self) -> bytes:
+        """The text exposition: this app's registry, or every worker's values."""
+        if not self.multiprocess:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+        for collector in self._scrape_collectors:
+            registry.register(collector)
+        return generate_latest(registry)
+
+
+class KnowledgeCollector:
+    """Scrape-time metrics of a worker's KnowledgeCache and the KPIs of its view.
+
+    ``cortex_knowledge_age_seconds{source="database"}``: seconds since the cache last
+    read the knowledge version; ``sync_ages()`` adds one sample per sync source
+    (``placement``, ``nova``, ...: seconds since its last successful sync). KPI
+    families are computed once per view.
+    """
+
+    def __init__(self, cache: KnowledgeCache,
+                 sync_ages: Callable[[], list[tuple[str, float]]] = list) -> None:
+        self._cache = cache
+        self._sync_ages = sync_ages
+        self._kpis: tuple[KnowledgeView | None, list[Metric]] = (None, [])
+
+    def describe(self) -> list[Metric]:
+        """Nothing up front: the families depend on the fleet (registry checks skip us)."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        """Age, version and KPI families of the current view (refreshed when due)."""
+        try:
+            view = self._cache.view()
+        except KnowledgeUnavailable:
+            view = self._cache.current
+        age = GaugeMetricFamily("cortex_knowledge_age_seconds",
+                                "Seconds since this worker last read the knowledge.",
+                                labels=["source"])
+        if self._cache.age() is not None:
+            age.add_metric(["database"], self._cache.age())
+        for source, seconds in self._sync_ages():
+            age.add_metric([source], seconds)
+        yield age
+        if view is None:
+            return
+        yield GaugeMetricFamily("cortex_knowledge_version",
+                                "Knowledge version of this worker's view.", value=view.version)
+        if self._kpis[0] is not view:
+            self._kpis = (view, kpi_families(view))
+        yield from self._kpis[1]
+
+
+def kpi_families(view: KnowledgeView) -> list[Metric]:
+    """The fleet KPIs of ``view`` as gauge families (see cortex.knowledge.kpis)."""
+    host_ratio = GaugeMetricFamily(
+        "cortex_host_utilisation_ratio", "Used over allocatable capacity of a resource class "
+        "on a host (Placement: (total - reserved) * allocation_ratio).",
+        labels=["host", "availability_zone", "resource_class"])
+    for host in view.hosts.values():
+        for rc, usage in kpis.host_usage(host).items():
+            if usage.ratio is not None:
+                host_ratio.add_metric([host.host, kpis.zone_of(host), rc], usage.ratio)
+    zone_ratio = GaugeMetricFamily(
+        "cortex_availability_zone_utilisation_ratio",
+        "Used over allocatable capacity of a resource class, summed over a zone's hosts.",
+        labels=["availability_zone", "resource_class"])
+    for (zone, rc), usage in kpis.zone_usage(view).items():
+        if usage.ratio is not None:
+            zone_ratio.add_metric([zone, rc], usage.ratio)
+    free = GaugeMetricFamily("cortex_gpus_free", "GPUs (or vGPUs) free on schedulable hosts.",
+                             labels=["model", "availability_zone"])
+    used = GaugeMetricFamily("cortex_gpus_used", "GPUs (or vGPUs) allocated.",
+                             labels=["model", "availability_zone"])
+    for count in kpis.gpu_counts(view):
+        free.add_metric([count.model, count.availability_zone], count.free)
+        used.add_metric([count.model, count.availability_zone], count.used)
+    stranded = GaugeMetricFamily(
+        "cortex_gpus_stranded", "Free passthrough GPUs on hosts with fewer free GPUs of the "
+        "model than request_gpus: they cannot serve a request of that size.",
+        labels=["model", "availability_zone", "request_gpus"])
+    for (model, zone, size), count in kpis.stranded_gpus(view).items():
+        stranded.add_metric([model, zone, str(size)], count)
+    return [host_ratio, zone_ratio, free, used, stranded]

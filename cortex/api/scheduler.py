@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,8 +14,12 @@ from flask import current_app, g, jsonify, request
 from cortex.api.errors import ApiError
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeUnavailable
+from cortex.knowledge.topology_picture import can_place_connected, picture
+from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
+from cortex.pipeline.config import Pipeline
 from cortex.pipeline.engine import PipelineResult, StepFailed, run_pipeline
+from cortex.pipeline.explain import first_choice
 from cortex.request import BadRequest
 
 LOG = logging.getLogger(__name__)
@@ -57,38 +62,101 @@ def external(service: str):
     record: dict[str, Any] = {"service": service}
     try:
         body = read_json_body(cortex.conf.get("api", "max_body_bytes"))
-        errors = cortex.validator.errors(service, body)
-        if errors:
-            raise ApiError(400, "; ".join(errors))
-        try:
-            parsed = cortex.parsers[service](body)
-        except BadRequest as exc:
-            raise ApiError(400, str(exc)) from None
-        record.update(_request_fields(parsed, body))
-        g.caller_ids = (parsed.request_id, parsed.global_request_id)
-        try:
-            pipeline = choose_pipeline(cortex.pipelines, parsed)
-        except PipelineNotChosen as exc:
-            raise ApiError(400, str(exc), code="cortex.pipeline_not_chosen") from None
-        record["pipeline"] = pipeline.name
-        try:
-            view = cortex.knowledge.view()
-        except KnowledgeUnavailable as exc:
-            raise ApiError(503, f"knowledge unavailable: {exc}") from None
-        try:
-            budget = cortex.conf.get("scheduler", "request_time_budget")
-            result = run_pipeline(pipeline, parsed, view,
-                                  cortex.conf.get("scheduler", "unknown_host_policy"),
-                                  deadline=started + budget if budget else None)
-        except StepFailed as exc:
-            raise ApiError(503, str(exc), code="cortex.step_failed") from None
-        record.update(_result_fields(result, view.version))
+        parsed, view, result = schedule(cortex, service, body, record, started)
+        observe(cortex.metrics, record, parsed, view, result)
         _finish(cortex, record, "ok", 200, started)
         return jsonify(hosts=result.hosts)
     except ApiError as exc:
         _finish(cortex, record, "rejected" if exc.status < 500 else "error", exc.status,
                 started, exc.detail)
         raise
+
+
+def schedule(cortex: Any, service: str, body: Any, record: dict[str, Any], started: float,
+             choose: Callable[[Any], Pipeline] | None = None,
+             ) -> tuple[Any, KnowledgeView, PipelineResult]:
+    """Validate, parse, choose the pipeline and run it; fill ``record`` on the way.
+
+    ``choose(request)`` picks the pipeline (default: the configured rules) and may
+    raise ApiError. Returns ``(request, view, result)``; raises ApiError 400/503 as
+    the contract says.
+    """
+    errors = cortex.validator.errors(service, body)
+    if errors:
+        raise ApiError(400, "; ".join(errors))
+    try:
+        parsed = cortex.parsers[service](body)
+    except BadRequest as exc:
+        raise ApiError(400, str(exc)) from None
+    record.update(_request_fields(parsed, body))
+    g.caller_ids = (parsed.request_id, parsed.global_request_id)
+    if choose is not None:
+        pipeline = choose(parsed)
+    else:
+        try:
+            pipeline = choose_pipeline(cortex.pipelines, parsed)
+        except PipelineNotChosen as exc:
+            raise ApiError(400, str(exc), code="cortex.pipeline_not_chosen") from None
+    record["pipeline"] = pipeline.name
+    try:
+        view = cortex.knowledge.view()
+    except KnowledgeUnavailable as exc:
+        raise ApiError(503, f"knowledge unavailable: {exc}") from None
+    try:
+        budget = cortex.conf.get("scheduler", "request_time_budget")
+        result = run_pipeline(pipeline, parsed, view,
+                              cortex.conf.get("scheduler", "unknown_host_policy"),
+                              deadline=started + budget if budget else None)
+    except StepFailed as exc:
+        raise ApiError(503, str(exc), code="cortex.step_failed") from None
+    record.update(_result_fields(result, view.version))
+    return parsed, view, result
+
+
+def observe(metrics: Any, record: dict[str, Any], parsed: Any, view: KnowledgeView,
+            result: PipelineResult) -> None:
+    """Count what the pipeline did: step times, removals, reordering, NVLink placements."""
+    pipeline = result.pipeline
+    for step in result.steps:
+        if step.status == "ran":
+            duration, removed = metrics.step(pipeline, step.name)
+            duration.observe(step.duration_ms / 1000)
+            if step.kind == "filter" and not step.shadow:
+                removed.inc(len(step.removed))
+    choice = first_choice(record)
+    if choice:
+        metrics.reordered.labels(pipeline, choice).inc()
+    connected = gpu_placement(parsed, view, result.hosts)
+    if connected is not None:
+        metrics.gpu_placements.labels(
+            pipeline, "connected" if connected else "not_connected").inc()
+
+
+def requested_gpus(request: Any) -> int:
+    """Whole GPUs a Nova request asks for: its PCI requests or ``PGPU``/``CUSTOM_PCI_*``.
+
+    The larger of the two counts: with PCI in Placement, Nova expresses one PCI alias
+    request both ways, and they must not add up.
+    """
+    pci = sum(p.count for p in getattr(request, "pci_requests", ()))
+    resources = getattr(request, "resources", {})
+    return max(pci, sum(n for rc, n in resources.items()
+                        if rc == "PGPU" or rc.startswith("CUSTOM_PCI_")))
+
+
+def gpu_placement(request: Any, view: KnowledgeView, hosts: list[str]) -> bool | None:
+    """Whether the first host of a multi-GPU Nova request has NVLink-joined free GPUs.
+
+    None when the request asks fewer than 2 GPUs, nothing was answered, or the first
+    host reports no topology. Nova's PCI tracker picks the devices itself, so this
+    says whether a fully NVLink-connected set was free, not which set Nova took.
+    """
+    if request.service != "nova" or not hosts or requested_gpus(request) < 2:
+        return None
+    topology = picture(view.hosts.get(hosts[0]))
+    if topology is None:
+        return None
+    return can_place_connected(topology, requested_gpus(request))
 
 
 def _request_fields(parsed: Any, body: dict[str, Any]) -> dict[str, Any]:
@@ -121,10 +189,19 @@ def _finish(cortex: Any, record: dict[str, Any], outcome: str, status: int,
     if "hosts" not in record:
         return  # not even a parsable request: nothing worth recording
     record.update(status=status, detail=detail, api_request_id=g.get("request_id"))
-    g.decision_id = new_uuid()
-    cortex.decisions.submit({
-        "id": g.decision_id, "created_at": datetime.now(UTC), "service": service,
+    g.decision_id = submit_decision(cortex, record, outcome, duration)
+
+
+def submit_decision(cortex: Any, record: dict[str, Any], outcome: str, duration: float) -> str:
+    """Hand ``record`` to the decision writer (never blocks); its new decision id."""
+    decision_id = new_uuid()
+    cortex.metrics.decision_queue_depth.inc()  # before: the writer may take it at once
+    submitted = cortex.decisions.submit({
+        "id": decision_id, "created_at": datetime.now(UTC), "service": record["service"],
         "pipeline": record.get("pipeline"), "request_id": record.get("request_id"),
         "global_request_id": record.get("global_request_id"),
         "resource_id": record.get("resource_id"), "intent": record.get("intent"),
         "outcome": outcome, "duration_ms": duration * 1000, "record": record})
+    if not submitted:
+        cortex.metrics.decision_queue_depth.dec()
+    return decision_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from flask import current_app, jsonify
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DataError, SQLAlchemyError
 
 from cortex.api.errors import ApiError
 from cortex.api.scheduler import read_json_body
@@ -34,6 +34,9 @@ def post_topology(host: str):
             stored = store_report(connection, host, body, datetime.now(UTC))
     except TopologyError as exc:
         raise ApiError(400, str(exc)) from None
+    except DataError as exc:  # e.g. a count beyond the column's range: the report is bad
+        raise ApiError(400, f"the report holds a value that cannot be stored: "
+                            f"{str(exc.orig).splitlines()[0][:120]}") from None
     except SQLAlchemyError as exc:
         raise ApiError(503, f"database unreachable: {type(exc).__name__}") from None
     return jsonify(stored)

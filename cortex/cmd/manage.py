@@ -13,6 +13,7 @@ from cortex.db.engine import make_engine
 from cortex.knowledge.decisions import DecisionStore
 from cortex.knowledge.fleet import FleetError, import_fleet, read_fleet
 from cortex.pipeline.config import PipelineConfigError, load_pipelines
+from cortex.pipeline.explain import explain, render_text
 from cortex.plugins.base import describe_options
 from cortex.plugins.registry import FILTERS, WEIGHERS, load_all
 
@@ -99,6 +100,22 @@ def sync_once(conf: config.Config, args) -> int:
               file=sys.stderr)
         return 2
     return run_once(conf, tuple(args.source) if args.source else None)
+def explain_decision(conf: config.Config, args) -> int:
+    """Explain a decision named by its id, its instance/volume/share id or request id."""
+    store = DecisionStore(make_engine(conf.database_url))
+    decision, matches = store.resolve(args.key)
+    if decision is None:
+        print(f"cortex-manage: no decision, resource or request {args.key!r}", file=sys.stderr)
+        return 1
+    explanation = explain(decision)
+    if args.json:
+        print(json.dumps(explanation, indent=2, default=str))
+        return 0
+    sys.stdout.write(render_text(explanation, max_hosts=args.hosts))
+    if matches > 1:
+        print(f"\n(the newest of {matches} decisions matching {args.key}; "
+              "'cortex-manage decisions list' shows them all)")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,6 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
                       choices=("nova", "placement", "cinder", "manila", "keystone", "prometheus"),
                       help="only this source (repeatable; default: [sync] sources)")
     sync.set_defaults(func=sync_once)
+    why = sub.add_parser("explain", help="why a decision came out as it did")
+    why.add_argument("key", help="decision id, instance/volume/share uuid or request id "
+                                 "(the newest decision of a resource or request)")
+    why.add_argument("--json", action="store_true", help="the explanation as JSON")
+    why.add_argument("--hosts", type=int, default=10, help="ranked hosts to list (default 10)")
+    why.set_defaults(func=explain_decision)
     return parser
 
 

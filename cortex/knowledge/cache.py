@@ -56,6 +56,11 @@ class KnowledgeCache:
             raise KnowledgeUnavailable(problem)
         return self._view
 
+    @property
+    def current(self) -> KnowledgeView | None:
+        """The last loaded view, usable or not, without any check (metrics, dashboard)."""
+        return self._view
+
     def problem(self) -> str | None:
         """Why no view can be served now (None: the view is usable)."""
         if self._view is None:

@@ -23,7 +23,10 @@ class DecisionWriter:
     """Writes decision records off the hot path, in batches, from one daemon thread.
 
     ``submit(record)`` never blocks: when ``maxsize`` records are already waiting the
-    record is dropped and ``on_drop()`` is called (a metric). ``close()`` flushes what
+    record is dropped and ``on_drop()`` is called (a metric); it is called once per
+    record of a batch that could not be written, too. ``on_handled(n)`` is called from
+    the writer thread with the number of records of each batch taken off the queue,
+    written or not (a queue-depth gauge that works across processes). ``close()`` flushes what
     is queued (graceful shutdown). With ``retention_days``, decisions older than that
     are deleted at most every ``prune_every`` seconds, after a write. Records are
     dicts with the Decision columns plus ``record`` (the full JSON document).
@@ -31,7 +34,8 @@ class DecisionWriter:
 
     def __init__(self, engine: Engine, maxsize: int = 10000, batch: int = 200,
                  on_drop: Callable[[], None] = lambda: None,
-                 retention_days: float | None = None, prune_every: float = 3600.0) -> None:
+                 retention_days: float | None = None, prune_every: float = 3600.0,
+                 on_handled: Callable[[int], None] = lambda n: None) -> None:
         self._engine = engine
         self._retention_days = retention_days
         self._prune_every = prune_every
@@ -39,6 +43,7 @@ class DecisionWriter:
         self._queue: queue.Queue = queue.Queue(maxsize=maxsize)
         self._batch = batch
         self._on_drop = on_drop
+        self._on_handled = on_handled
         self.written = 0
         self.dropped = 0
         self._thread = threading.Thread(target=self._run, name="decision-writer", daemon=True)
@@ -87,6 +92,8 @@ class DecisionWriter:
                     break
                 item = self._queue.get()
             self._write(batch)
+            if batch:
+                self._on_handled(len(batch))
             self._prune_if_due()
             for marker in markers:
                 marker.set()
@@ -115,6 +122,8 @@ class DecisionWriter:
             self.written += len(batch)
         except SQLAlchemyError as exc:
             self.dropped += len(batch)
+            for _ in batch:
+                self._on_drop()
             LOG.error("could not write %d decisions: %s", len(batch), type(exc).__name__)
 
 
@@ -141,15 +150,41 @@ class DecisionStore:
         return _as_document(row) if row else None
 
     def find(self, resource_id: str | None = None, request_id: str | None = None,
-             limit: int = 20) -> list[dict[str, Any]]:
-        """The newest ``limit`` decisions, filtered by resource id and/or request id."""
+             limit: int = 20, **columns: str | None) -> list[dict[str, Any]]:
+        """The newest ``limit`` decisions, filtered by resource id and/or request id.
+
+        ``columns`` filters on other indexed columns by equality: ``service``,
+        ``pipeline``, ``intent``, ``outcome`` (None or empty: no filter); another name
+        raises TypeError.
+        """
         query = select(Decision).order_by(Decision.created_at.desc()).limit(limit)
         if resource_id:
             query = query.where(Decision.resource_id == resource_id)
         if request_id:
             query = query.where(Decision.request_id == request_id)
+        for name, value in columns.items():
+            if name not in ("service", "pipeline", "intent", "outcome"):
+                raise TypeError(f"cannot filter decisions on {name!r}")
+            if value:
+                query = query.where(getattr(Decision, name) == value)
         with self._engine.connect() as connection:
             return [_as_document(row) for row in connection.execute(query)]
+
+    def resolve(self, key: str) -> tuple[dict[str, Any] | None, int]:
+        """The decision ``key`` names and how many decisions matched.
+
+        ``key`` is tried as a decision id, then as a resource id (instance, volume or
+        share: the newest of its decisions), then as the caller's request id (newest).
+        Returns ``(None, 0)`` when nothing matches.
+        """
+        found = self.get(key)
+        if found is not None:
+            return found, 1
+        for column in ("resource_id", "request_id"):
+            matches = self.find(**{column: key}, limit=1000)
+            if matches:
+                return matches[0], len(matches)
+        return None, 0
 
     def prune(self, older_than_days: float) -> int:
         """Delete decisions older than the retention; returns how many were deleted."""

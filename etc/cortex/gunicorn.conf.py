@@ -1,8 +1,17 @@
 """Sample gunicorn settings for Cortex: ``gunicorn -c etc/cortex/gunicorn.conf.py
 'cortex.wsgi:application'``. The app reads its own settings from $CORTEX_CONFIG_FILE."""
 
+import glob
 import multiprocessing
 import os
+import tempfile
+
+# Metrics across workers (prometheus-client multi-process mode): every worker writes its
+# values to files in this directory and /metrics adds them up. It must be set before a
+# worker imports prometheus_client, so here, and emptied at every start (on_starting).
+# Set PROMETHEUS_MULTIPROC_DIR yourself to choose the place (a tmpfs is best).
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="cortex-metrics-")
 
 # Nova waits for us inside every build with a 10 s (Cinder, Manila: 5 s) timeout:
 # keep answers fast and never let a slow worker hold a caller past that.
@@ -25,3 +34,17 @@ def worker_exit(server, worker):
     from cortex.wsgi import shutdown
 
     shutdown()
+
+
+def on_starting(server):
+    """Start with no metric files of an earlier run (prometheus-client's rule)."""
+    os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
+    for path in glob.glob(os.path.join(os.environ["PROMETHEUS_MULTIPROC_DIR"], "*.db")):
+        os.remove(path)
+
+
+def child_exit(server, worker):
+    """A worker is gone: its live gauges (decision queue depth) stop counting."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)

@@ -4,6 +4,7 @@ import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import delete
 
 from cortex.db.models import Decision
@@ -83,3 +84,41 @@ def test_writer_applies_retention_after_writes(engine):
     writer.submit(new)
     writer.close()
     assert [d["id"] for d in DecisionStore(engine).find(resource_id=resource)] == [new["id"]]
+
+
+def test_handled_batches_and_failed_writes_are_reported(engine):
+    handled, drops = [], []
+    writer = DecisionWriter(engine, on_handled=handled.append,
+                            on_drop=lambda: drops.append(1))
+    broken = record()
+    broken["outcome"] = None  # NOT NULL column: the batch cannot be written
+    writer.submit(broken)
+    writer.flush()
+    assert sum(handled) == 1 and drops == [1]
+    writer.submit(record())
+    writer.submit(record())
+    writer.close()
+    assert sum(handled) == 3 and drops == [1] and writer.written == 2
+
+
+def test_store_filters_on_indexed_columns_and_resolves_keys(engine):
+    resource = f"inst-{uuid.uuid4()}"
+    writer = DecisionWriter(engine)
+    old = record(resource, created_at=datetime.now(UTC) - timedelta(minutes=5),
+                 request_id=f"req-{resource}")
+    new = record(resource) | {"outcome": "simulated"}
+    writer.submit(old)
+    writer.submit(new)
+    writer.close()
+    store = DecisionStore(engine)
+    assert [d["id"] for d in store.find(resource_id=resource, outcome="simulated")] == [new["id"]]
+    assert [d["id"] for d in store.find(resource_id=resource, service="cinder")] == []
+    assert store.resolve(old["id"]) == (store.get(old["id"]), 1)
+    found, count = store.resolve(resource)
+    assert found["id"] == new["id"] and count == 2
+    assert store.resolve(f"req-{resource}")[0]["id"] == old["id"]
+    assert store.resolve("nothing-like-it") == (None, 0)
+    with pytest.raises(TypeError, match="colour"):
+        store.find(colour="red")
+    with engine.begin() as connection:
+        connection.execute(delete(Decision).where(Decision.resource_id == resource))

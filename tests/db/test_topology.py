@@ -123,6 +123,8 @@ def test_a_new_report_replaces_the_old_one(tmp_path, topology_client, topology_e
     (lambda r: r["numa_cells"][0].update(cpus="0-3,x"), "does not match"),
     # found by the fuzz test: a huge range used to be expanded in memory (OOM)
     (lambda r: r["numa_cells"][0].update(cpus="0-4000000000"), "above 65535"),
+    # found by the fuzz test: an int32 column overflowed into a 503
+    (lambda r: r["numa_cells"][0].update(cpu_usage=2147483648), "cannot be stored"),
     (lambda r: r["gpus"][0].update(pci_address="01:00.0"), "does not match"),
     (lambda r: r.pop("numa_cells"), "'numa_cells' is a required property"),
     (lambda r: r["gpu_links"][0].update(topology="FAR"), "is not one of"),

@@ -38,11 +38,15 @@ def request(url, body=None, method=None):
         return exc.code, exc.read()
 
 
-def start_gunicorn(port, database_url, tmp_path):
-    """gunicorn with 2 workers on ``database_url``, answering /healthcheck; (process, log)."""
+def start_gunicorn(port, database_url, tmp_path, **environ):
+    """gunicorn with 2 workers on ``database_url``, answering /healthcheck; (process, log).
+
+    ``environ`` adds to (or overrides) the process environment.
+    """
     env = os.environ | {"CORTEX_DATABASE_CONNECTION": database_url,
                         "CORTEX_WORKERS": "2", "PYTHONUNBUFFERED": "1",
-                        "CORTEX_API_AUTH_STRATEGY": "noauth"}
+                        "CORTEX_API_AUTH_STRATEGY": "noauth",
+                        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / f"metrics-{port}")} | environ
     env.pop("CORTEX_CONFIG_FILE", None)
     log = tmp_path / f"gunicorn-{port}.log"
     process = subprocess.Popen(

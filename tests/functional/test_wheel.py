@@ -5,6 +5,7 @@ import subprocess
 import sys
 import sysconfig
 import venv
+import zipfile
 
 import pytest
 
@@ -19,6 +20,11 @@ def test_wheel_installs_and_migrates(tmp_path, empty_database_url):
     subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation",
                     "--outdir", str(dist), str(REPO)], check=True, capture_output=True)
     wheel = next(dist.glob("cortex_scheduler-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:  # the dashboard's files ship in the wheel
+        shipped = set(archive.namelist())
+    pages = {p.relative_to(REPO).as_posix() for folder in ("templates", "static")
+             for p in (REPO / "cortex" / "api" / folder).iterdir()}
+    assert pages and pages <= shipped, pages - shipped
     target = tmp_path / "venv"
     venv.create(target, with_pip=True)
     python = target / "bin" / "python"
@@ -49,3 +55,10 @@ def test_wheel_installs_and_migrates(tmp_path, empty_database_url):
     load = subprocess.run([target / "bin" / "cortex-manage", "load-fleet", str(fleet)],
                           capture_output=True, text=True, cwd=tmp_path, env=env)
     assert load.returncode == 0 and "58 hosts" in load.stdout, load.stderr
+    dashboard = subprocess.run(
+        [python, "-c", "from cortex import conf; from cortex.api.app import create_app; "
+         "app = create_app(conf.load(overrides={'api.auth_strategy': 'noauth'})); "
+         "r = app.test_client().get('/ui'); print(r.status_code, '<h1>Fleet</h1>' in r.text); "
+         "app.extensions['cortex'].decisions.close()"],
+        capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert dashboard.stdout.split() == ["200", "True"], dashboard.stderr[-2000:]

@@ -75,4 +75,5 @@ def test_healthcheck_and_metrics_report_knowledge_age(synced):
     metrics = client.get("/metrics").get_data(as_text=True)
     ages = [line for line in metrics.splitlines()
             if line.startswith("cortex_knowledge_age_seconds{")]
-    assert sorted(line.split('"')[1] for line in ages) == ["nova", "placement"]
+    # the worker's own view age ("database") and one sample per synced source
+    assert sorted(line.split('"')[1] for line in ages) == ["database", "nova", "placement"]

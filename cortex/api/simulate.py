@@ -1,0 +1,150 @@
+"""``POST /v1/scheduler/<service>/simulate``: run a pipeline on a body, show every step.
+
+The body is the one the external endpoint takes. What to change for the simulation
+comes from the query string or from a ``simulate`` object in the body (the query
+wins): ``pipeline`` (another pipeline of the service), per-step ``options`` and
+per-weigher ``multipliers`` (see cortex.pipeline.overrides), and ``record`` (write
+a decision with outcome ``simulated``; default: record nothing). Query spelling::
+
+    ?pipeline=NAME&record=true&multiplier.STEP=2.5&option.STEP.KEY=JSON
+
+An ``option.`` value is read as JSON when it parses (``4``, ``true``, ``["a"]``),
+else as a plain string. The answer is JSON: the hosts, every step's record, the
+final weights and the explanation (cortex.pipeline.explain). Nothing is counted
+in the scheduler metrics: simulations are not calls from Nova, Cinder or Manila.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import current_app, g, jsonify, request
+from jsonschema import Draft202012Validator
+
+from cortex.api.errors import ApiError
+from cortex.api.scheduler import read_json_body, schedule, submit_decision
+from cortex.api.schema import load_openapi
+from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
+from cortex.pipeline.config import Pipeline, PipelineConfigError
+from cortex.pipeline.explain import explain
+from cortex.pipeline.overrides import with_overrides
+
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+@dataclass
+class Simulation:
+    """What an operator asked to change: pipeline name, step options, multipliers."""
+
+    pipeline: str | None = None
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    multipliers: dict[str, Any] = field(default_factory=dict)
+    record: bool = False
+
+
+@functools.cache
+def _settings_validator() -> Draft202012Validator:
+    """Validator of the body's ``simulate`` object (``SimulationSettings`` in openapi.yaml)."""
+    return Draft202012Validator(load_openapi()["components"]["schemas"]["SimulationSettings"])
+
+
+def _json_value(text: str) -> Any:
+    """A query value as JSON when it is JSON (NaN and Infinity are not), else the text."""
+    def refuse(name: str) -> Any:
+        raise ValueError(name)
+    try:
+        return json.loads(text, parse_constant=refuse)
+    except ValueError:
+        return text
+
+
+def _flag(name: str, text: str) -> bool:
+    """A boolean query value; ApiError 400 for anything else."""
+    if text.lower() in _TRUE + _FALSE:
+        return text.lower() in _TRUE
+    raise ApiError(400, f"{name} must be true or false, not {text[:40]!r}")
+
+
+def settings(body: Any, args: Any) -> Simulation:
+    """The Simulation of the body's ``simulate`` object overlaid with the query ``args``.
+
+    Raises ApiError 400 for a malformed ``simulate`` object, an unknown query
+    parameter, a malformed ``multiplier.``/``option.`` name or a non-number multiplier.
+    """
+    given = body.get("simulate", {}) if isinstance(body, dict) else {}
+    error = next(iter(_settings_validator().iter_errors(given)), None)
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path)
+        raise ApiError(400, f"simulate{'/' + where if where else ''}: {error.message[:200]}")
+    found = Simulation(given.get("pipeline"), {k: dict(v) for k, v in
+                                               given.get("options", {}).items()},
+                       dict(given.get("multipliers", {})), given.get("record", False))
+    for name, value in args.items(multi=True):
+        _query_setting(found, name, value)
+    return found
+
+
+def _query_setting(found: Simulation, name: str, value: str) -> None:
+    """Apply one query parameter to ``found``."""
+    kind, _, rest = name.partition(".")
+    if name == "pipeline":
+        found.pipeline = value
+    elif name == "record":
+        found.record = _flag(name, value)
+    elif kind == "multiplier" and rest:
+        number = _json_value(value)
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            raise ApiError(400, f"{name} must be a number, not {value[:40]!r}")
+        found.multipliers[rest] = number
+    elif kind == "option" and rest.count(".") >= 1 and all(rest.split(".", 1)):
+        step, key = rest.split(".", 1)
+        found.options.setdefault(step, {})[key] = _json_value(value)
+    else:
+        raise ApiError(400, f"unknown query parameter {name[:60]!r} (known: pipeline, record, "
+                            "multiplier.STEP, option.STEP.KEY)")
+
+
+def _chooser(cortex: Any, service: str, wanted: Simulation):
+    """The function that picks the (changed) pipeline for the parsed request."""
+    def choose(parsed: Any) -> Pipeline:
+        try:
+            if wanted.pipeline is None:
+                pipeline = choose_pipeline(cortex.pipelines, parsed)
+            else:
+                pipeline = cortex.pipelines.pipelines.get(wanted.pipeline)
+                if pipeline is None or pipeline.service != service:
+                    raise PipelineNotChosen(f"no {service} pipeline {wanted.pipeline!r}")
+            return with_overrides(pipeline, wanted.options, wanted.multipliers)
+        except (PipelineNotChosen, PipelineConfigError) as exc:
+            raise ApiError(400, str(exc), code="cortex.pipeline_not_chosen") from None
+    return choose
+
+
+def simulate(service: str):
+    """``POST /v1/scheduler/<service>/simulate``: the full step-by-step result as JSON."""
+    cortex = current_app.extensions["cortex"]
+    started = time.perf_counter()
+    body = read_json_body(cortex.conf.get("api", "max_body_bytes"))
+    wanted = settings(body, request.args)
+    record: dict[str, Any] = {"service": service, "simulated": True,
+                              "overrides": {"options": wanted.options,
+                                            "multipliers": wanted.multipliers}}
+    _, _, result = schedule(cortex, service, body, record, started,
+                            choose=_chooser(cortex, service, wanted))
+    record.update(status=200, detail=None, api_request_id=g.get("request_id"))
+    decision_id = None
+    if wanted.record:
+        decision_id = g.decision_id = submit_decision(
+            cortex, record, "simulated", time.perf_counter() - started)
+    document = record | {"id": decision_id, "outcome": "simulated"}
+    return jsonify(hosts=result.hosts, pipeline=result.pipeline, service=service,
+                   intent=record.get("intent"), resource_id=record.get("resource_id"),
+                   knowledge_version=record.get("knowledge_version"),
+                   overrides=record["overrides"], steps=record["steps"],
+                   final_weights=result.weights, unknown_hosts=result.unknown_hosts,
+                   explanation=explain(document), recorded=wanted.record,
+                   decision_id=decision_id)
