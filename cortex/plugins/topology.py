@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cortex.plugins.pci_fit import pci_refusal, vgpu_refusal
+
 UNKNOWN_POLICIES = ("pass", "fail")
 
 
@@ -49,3 +51,13 @@ def pci_requests(request: Any) -> tuple[Any, ...]:
 def vgpu_requests(request: Any) -> tuple[Any, ...]:
     """The request's vGPU demand."""
     return tuple(r for r in request.device_requests if r.kind == "vgpu")
+
+
+def device_refusal(topology: Any, request: Any, healthy_only: bool = False) -> str | None:
+    """Why ``topology``'s free devices cannot serve the request's PCI and vGPU demand.
+
+    None when they can. ``healthy_only`` counts only GPUs reported healthy. Shared by
+    filter_gpu_capacity and filter_gpu_health (rules in cortex.plugins.pci_fit).
+    """
+    return (pci_refusal(topology, pci_requests(request), healthy_only=healthy_only)
+            or vgpu_refusal(topology, vgpu_requests(request), healthy_only=healthy_only))

@@ -9,21 +9,15 @@ free MIG instances of the profile its trait names. A GPU in MIG mode or under th
 host driver is not a passthrough device. Free = not in use by Placement's account, else
 the agent's, else the fleet file's. Hosts without an agent report pass (option
 ``unknown_topology: fail``). Runs when the request asks for devices Cortex can resolve;
-not on rebuild. Invert: none; run it in
-``shadow`` mode to only record what it would remove.
+not on rebuild.
+Invert: none; run it in ``shadow`` mode to only record what it would remove.
 """
 
 from __future__ import annotations
 
 from cortex.plugins.base import Filter
-from cortex.plugins.pci_fit import pci_refusal, vgpu_refusal
 from cortex.plugins.registry import register
-from cortex.plugins.topology import (
-    TopologyOptions,
-    pci_requests,
-    unknown_topology,
-    vgpu_requests,
-)
+from cortex.plugins.topology import TopologyOptions, device_refusal, unknown_topology
 
 
 @register
@@ -42,5 +36,4 @@ class GpuCapacityFilter(Filter):
         topology = host.topology
         if topology is None:
             return unknown_topology(self.options)
-        return pci_refusal(topology, pci_requests(request)) or vgpu_refusal(
-            topology, vgpu_requests(request))
+        return device_refusal(topology, request)

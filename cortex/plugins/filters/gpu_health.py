@@ -5,21 +5,15 @@ no retired pages or row remapping pending, no row remapping failure, no uncorrec
 ECC errors, no XID error reported. A host whose free matching devices are enough only
 with unhealthy ones fails, naming them. Nova cannot see GPU health; a host that passes
 filter_gpu_capacity but fails here would have been chosen by Nova. Hosts without an
-agent report pass (option ``unknown_topology: fail``); not on rebuild. Invert: none; run it in
-``shadow`` mode to only record what it would remove.
+agent report pass (option ``unknown_topology: fail``); not on rebuild.
+Invert: none; run it in ``shadow`` mode to only record what it would remove.
 """
 
 from __future__ import annotations
 
 from cortex.plugins.base import Filter
-from cortex.plugins.pci_fit import pci_refusal, vgpu_refusal
 from cortex.plugins.registry import register
-from cortex.plugins.topology import (
-    TopologyOptions,
-    pci_requests,
-    unknown_topology,
-    vgpu_requests,
-)
+from cortex.plugins.topology import TopologyOptions, device_refusal, unknown_topology
 
 
 @register
@@ -41,8 +35,7 @@ class GpuHealthFilter(Filter):
         sick = [g for g in topology.gpus if not g.healthy]
         if not sick:
             return None
-        reason = pci_refusal(topology, pci_requests(request), healthy_only=True) or \
-            vgpu_refusal(topology, vgpu_requests(request), healthy_only=True)
+        reason = device_refusal(topology, request, healthy_only=True)
         if reason is None:
             return None
         names = "; ".join(f"{g.pci_address}: {', '.join(g.health_reasons) or 'unhealthy'}"

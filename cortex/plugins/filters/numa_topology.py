@@ -10,8 +10,8 @@ shared vCPUs within ``cpu_allocation_ratio`` and memory within ``ram_allocation_
 Nova's filter is ``filter_pci_numa_affinity``. Hosts without an agent report pass
 (option ``unknown_topology: fail`` removes them). Runs for guests with a NUMA topology
 (or ``require`` with pinning); not on rebuild, where the instance's own usage is
-already counted. Invert: none; run it in
-``shadow`` mode to only record what it would remove.
+already counted.
+Invert: none; run it in ``shadow`` mode to only record what it would remove.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ Nova's PCI NUMA affinity policy doc): ``required``, ``legacy`` (default),
 ``preferred``, ``socket``. Only InstancePCIRequests (the spec's ``pci_requests`` or a
 ``pci_passthrough:alias``) carry a policy; Placement request groups have none. Runs for
 guests with NUMA cells and PCI requests; hosts without an agent report pass (option
-``unknown_topology: fail``); not on rebuild. Invert: none; run it in
-``shadow`` mode to only record what it would remove.
+``unknown_topology: fail``); not on rebuild.
+Invert: none; run it in ``shadow`` mode to only record what it would remove.
 """
 
 from __future__ import annotations
