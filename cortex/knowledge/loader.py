@@ -6,11 +6,11 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from types import MappingProxyType
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from cortex.db import models
-from cortex.knowledge.topology import HostTopology, topology_from_report
+from cortex.knowledge.topology import HostTopology, placement_gpu_usage, topology_from_report
 from cortex.knowledge.topology_store import read_reports, report_times
 from cortex.knowledge.view import (
     Aggregate,
@@ -53,7 +53,7 @@ def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None) 
             select(models.ComputeNode).options(selectinload(models.ComputeNode.inventories))
         ).all()
         pools = session.scalars(select(models.StoragePool)).all()
-        topologies = _topologies(session, {row.host for row in nodes}, previous)
+        topologies = _topologies(session, {row.host for row in nodes}, nodes, previous)
         return KnowledgeView(
             version=int(version),
             loaded_at=datetime.now(UTC),
@@ -85,26 +85,59 @@ def _node(row: models.ComputeNode) -> NodeState:
                      row.cpu_arch, frozenset(row.traits or ()), MappingProxyType(inventories))
 
 
-def _topologies(session: Session, hosts: set[str],
+def _topologies(session: Session, hosts: set[str], nodes,
                 previous: KnowledgeView | None) -> dict[str, HostTopology]:
     """The HostTopology of each of ``hosts`` that has a report, reusing ``previous``'s.
 
-    GPUs' ``in_use`` comes from the reports (agent or fleet); once Placement's PCI and
-    vGPU child providers are synced, their usage is joined here by PCI address with
-    :func:`cortex.knowledge.topology.placement_gpu_usage` and takes precedence.
+    GPUs' ``in_use`` comes from the reports (agent or fleet), overridden by Placement's
+    PCI and vGPU child providers (synced by cortex-sync) joined by PCI address with
+    :func:`cortex.knowledge.topology.placement_gpu_usage`. A previous topology is reused
+    only when its report is unchanged and Placement tracks none of the host's devices
+    (Placement usage moves without a new report).
     """
+    placement = _placement_gpu_usage(session, nodes)
     times = {host: at for host, at in report_times(session).items() if host in hosts}
     kept: dict[str, HostTopology] = {}
     for host, at in times.items():
         state = previous.hosts.get(host) if previous is not None else None
-        if state is not None and state.topology is not None and state.topology.reported_at == at:
+        if state is not None and state.topology is not None \
+                and state.topology.reported_at == at and host not in placement:
             kept[host] = state.topology
     stale = [host for host in times if host not in kept]
     if stale:
         documents = read_reports(session, stale if len(stale) <= _IN_LIST_LIMIT else None)
-        kept.update({host: topology_from_report(documents[host], documents[host]["reported_at"])
+        kept.update({host: topology_from_report(documents[host], documents[host]["reported_at"],
+                                                placement.get(host))
                      for host in stale})
     return kept
+
+
+def _placement_gpu_usage(session: Session, nodes) -> dict[str, dict[str, bool]]:
+    """``{host: {pci address: in use}}`` from synced Placement child providers.
+
+    A compute node's uuid is its root provider's; children named ``<node>_<pci address>``
+    (PCI in Placement) or ``<node>_pci_<address>`` (vGPU parents) carry the usage.
+    """
+    by_root = {row.uuid: (row.host, row.node) for row in nodes}
+    used = (select(models.ProviderInventory.provider_uuid,
+                   func.sum(models.ProviderInventory.used).label("used"))
+            .group_by(models.ProviderInventory.provider_uuid).subquery())
+    rows = session.execute(
+        select(models.ResourceProvider.root_provider_uuid, models.ResourceProvider.name,
+               func.coalesce(used.c.used, 0))
+        .outerjoin(used, used.c.provider_uuid == models.ResourceProvider.uuid)
+        .where(models.ResourceProvider.parent_provider_uuid.is_not(None)))
+    children: dict[str, list[tuple[str, int]]] = {}
+    for root, name, amount in rows:
+        if root in by_root:
+            children.setdefault(root, []).append((name, int(amount)))
+    usage: dict[str, dict[str, bool]] = {}
+    for root, providers in children.items():
+        host, node = by_root[root]
+        found = placement_gpu_usage(node, providers)
+        if found:
+            usage.setdefault(host, {}).update(found)
+    return usage
 
 
 def _hosts(nodes, aggregates: dict[str, list[Aggregate]],

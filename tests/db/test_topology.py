@@ -240,3 +240,35 @@ def test_demo_fleet_gpu_hosts_have_topology(db):
         if "VGPU" in inventories:
             taken = sum(i.in_use for g in state.topology.gpus for i in g.mig_instances)
             assert inventories["VGPU"].used == taken, name
+
+
+def test_placement_child_providers_decide_which_gpus_are_in_use(db):
+    """Placement's ``<node>_<pci address>`` providers override the agent's view."""
+    from sqlalchemy import insert, select
+
+    from cortex.db import models
+    from cortex.knowledge.fleet import import_fleet, read_fleet
+    from cortex.knowledge.loader import load_view
+    from tests.conftest import DEMO_FLEET
+
+    import_fleet(db, read_fleet(DEMO_FLEET))
+    before = {g.pci_address: g for g in load_view(db).hosts["cmp0002"].topology.gpus}
+    assert before["0000:17:00.0"].in_use and not before["0000:b1:00.0"].in_use
+    root = db.execute(select(models.ComputeNode.uuid).where(
+        models.ComputeNode.host == "cmp0002")).scalar_one()
+    node = "cmp0002.cloud.example"
+    providers = [(root, node, None, 0), ("child-17", f"{node}_0000:17:00.0", root, 0),
+                 ("child-b1", f"{node}_0000:b1:00.0", root, 1)]
+    for uuid, name, parent, used in providers:
+        db.execute(insert(models.ResourceProvider).values(
+            uuid=uuid, name=name, generation=1, root_provider_uuid=root,
+            parent_provider_uuid=parent))
+        if parent:
+            db.execute(insert(models.ProviderInventory).values(
+                provider_uuid=uuid, resource_class="CUSTOM_PCI_10DE_20B5", total=1,
+                reserved=0, min_unit=1, max_unit=1, step_size=1, allocation_ratio=1.0,
+                used=used))
+    after = {g.pci_address: g for g in load_view(db).hosts["cmp0002"].topology.gpus}
+    assert not after["0000:17:00.0"].in_use and after["0000:17:00.0"].in_use_source == "placement"
+    assert after["0000:b1:00.0"].in_use and after["0000:b1:00.0"].in_use_source == "placement"
+    assert after["0000:ca:00.0"].in_use == before["0000:ca:00.0"].in_use  # not in Placement
