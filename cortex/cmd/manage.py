@@ -1,4 +1,4 @@
-"""cortex-manage: database, fleet, configuration, plugin and decision-log administration."""
+"""cortex-manage: database, fleet, configuration, plugins, decision log; the simulator."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import inspect
 import json
 import sys
+from pathlib import Path
 
 from cortex import conf as config
 from cortex.db import migrate
@@ -16,6 +17,7 @@ from cortex.pipeline.config import PipelineConfigError, load_pipelines
 from cortex.pipeline.explain import explain, render_text
 from cortex.plugins.base import describe_options
 from cortex.plugins.registry import FILTERS, WEIGHERS, load_all
+from cortex.simulator.fleet import SimulationError
 
 
 def db_upgrade(conf: config.Config, args) -> int:
@@ -100,6 +102,8 @@ def sync_once(conf: config.Config, args) -> int:
               file=sys.stderr)
         return 2
     return run_once(conf, tuple(args.source) if args.source else None)
+
+
 def explain_decision(conf: config.Config, args) -> int:
     """Explain a decision named by its id, its instance/volume/share id or request id."""
     store = DecisionStore(make_engine(conf.database_url))
@@ -115,6 +119,35 @@ def explain_decision(conf: config.Config, args) -> int:
     if matches > 1:
         print(f"\n(the newest of {matches} decisions matching {args.key}; "
               "'cortex-manage decisions list' shows them all)")
+    return 0
+
+
+def simulate(conf: config.Config, args) -> int:
+    """Replay a GPU trace through pipelines on simulated fleets; print tables, write plots."""
+    from cortex.simulator import report
+    from cortex.simulator.session import SimulationSpec
+    from cortex.simulator.session import simulate as run
+    from cortex.simulator.trace import SyntheticSpec
+
+    spec = SimulationSpec(
+        fleets=args.fleet, trace=args.trace, pipelines=[args.pipeline, *args.compare],
+        pipelines_file=args.pipelines_file or conf.get("scheduler", "pipelines_file") or None,
+        mode=args.mode, sample_nodes=args.sample_nodes, limit=args.limit,
+        max_rejections=args.max_rejections, pack_numa_cells=args.pack_numa_cells,
+        models=args.models, shuffle=args.shuffle,
+        synthetic=SyntheticSpec(requests=args.requests, seed=args.seed, load=args.load))
+    results = run(spec, progress=lambda line: print(line, file=sys.stderr))
+    for fleet_runs in results:
+        fleet = fleet_runs.fleet
+        title = (f"fleet {fleet.name} ({len(fleet.hosts)} hosts, {fleet.gpus} GPUs), "
+                 f"trace {fleet_runs.trace_name}")
+        print(f"\n### {title}\n")
+        print(report.table(fleet_runs.runs))
+        if args.plot:
+            path = Path(args.plot)
+            if len(results) > 1:
+                path = path.with_name(f"{path.stem}-{fleet.name}{path.suffix}")
+            print(f"\nplot: {report.plot(fleet_runs.runs, path, title)}")
     return 0
 
 
@@ -162,7 +195,41 @@ def build_parser() -> argparse.ArgumentParser:
     why.add_argument("--json", action="store_true", help="the explanation as JSON")
     why.add_argument("--hosts", type=int, default=10, help="ranked hosts to list (default 10)")
     why.set_defaults(func=explain_decision)
+    _simulate_parser(sub)
     return parser
+
+
+def _simulate_parser(sub) -> None:
+    """The ``simulate`` sub-command's arguments."""
+    sim = sub.add_parser("simulate", help="replay a GPU trace through pipelines (no database)")
+    sim.add_argument("--fleet", action="append", required=True, metavar="FLEET",
+                     help="fleet file, Alibaba node CSV, or shipped fleet (hgx, mixed); "
+                          "repeatable")
+    sim.add_argument("--trace", required=True,
+                     help="trace file, Alibaba pod CSV, or 'synthetic'")
+    sim.add_argument("--pipeline", required=True, help="the pipeline to measure")
+    sim.add_argument("--compare", action="append", default=[], metavar="PIPELINE",
+                     help="a pipeline to compare with (repeatable)")
+    sim.add_argument("--pipelines-file", help="default: [scheduler] pipelines_file or shipped")
+    sim.add_argument("--mode", choices=("timeline", "fill"), default="timeline",
+                     help="timeline: requests leave at their departure; fill: they stay")
+    sim.add_argument("--sample-nodes", type=int, default=1, metavar="N",
+                     help="keep every N-th node of each kind of an Alibaba node list")
+    sim.add_argument("--limit", type=int, help="replay the first N requests only")
+    sim.add_argument("--max-rejections", type=int, metavar="N",
+                     help="stop a replay after N rejected requests")
+    sim.add_argument("--shuffle", type=int, metavar="SEED",
+                     help="fill mode: replay the requests in an order shuffled with SEED")
+    sim.add_argument("--requests", type=int, default=1000, help="synthetic: requests")
+    sim.add_argument("--seed", type=int, default=1, help="synthetic: random seed")
+    sim.add_argument("--load", type=float, default=1.2,
+                     help="synthetic: offered GPU load over the fleet's GPUs")
+    sim.add_argument("--pack-numa-cells", action="store_true",
+                     help="the computes run [compute] packing_host_numa_cells_allocation_"
+                          "strategy = True")
+    sim.add_argument("--models", help="Alibaba model rules (default: shipped)")
+    sim.add_argument("--plot", metavar="PNG", help="write a plot (one per fleet: -<fleet>)")
+    sim.set_defaults(func=simulate)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         conf = config.load(args.config_file)
         return args.func(conf, args)
-    except (config.ConfigError, FleetError, PipelineConfigError) as exc:
+    except (config.ConfigError, FleetError, PipelineConfigError, SimulationError) as exc:
         print(f"cortex-manage: {exc}", file=sys.stderr)
         return 2
 

@@ -128,13 +128,19 @@ def _packing_refusal(cell: NumaCell, guest: Any, reserved: int) -> str | None:
 
 def fit_cells(topology: HostTopology, guest_cells: Sequence[Any], cpu_ratio: float,
               ram_ratio: float, emulator_isolated: bool = False,
-              accept: Callable[[tuple[int, ...]], str | None] | None = None
+              accept: Callable[[tuple[int, ...]], str | None] | None = None,
+              order: Sequence[int] | None = None
               ) -> tuple[tuple[int, ...] | None, str | None]:
     """``(host cell ids, None)`` of the first assignment that fits, else ``(None, reason)``.
 
     ``accept(ids)`` may refuse an assignment that fits (the PCI check), with a reason.
+    ``order``: host cell ids in the order assignments are tried (default: by id; Nova
+    since 2023.1 sorts them, see :func:`cortex.plugins.device_choice.nova_cell_order`).
     """
     host_cells = topology.cells
+    if order is not None:
+        by_id = {c.id: c for c in host_cells}
+        host_cells = tuple(by_id[i] for i in order)
     if len(host_cells) < len(guest_cells):
         return None, f"{len(guest_cells)} guest NUMA cells > {len(host_cells)} host cells"
     refusals = [[cell_refusal(cell, guest, cpu_ratio, ram_ratio,

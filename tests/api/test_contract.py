@@ -182,9 +182,9 @@ def test_explicit_pipeline_is_used(client, app):
 
 @pytest.mark.parametrize("fixture, pipeline", [
     ("nova/vmware-hana", "vmware-hana-bin-packing"),
-    ("nova/gpu-2xh100-pinned", "kvm-gpu-bin-packing"),
-    ("nova/vgpu-mig-3g", "kvm-gpu-bin-packing"),
-    ("nova/accel-device-profile", "kvm-gpu-bin-packing"),
+    ("nova/gpu-2xh100-pinned", "kvm-gpu-topology-aware"),
+    ("nova/vgpu-mig-3g", "kvm-gpu-topology-aware"),
+    ("nova/accel-device-profile", "kvm-gpu-topology-aware"),
     ("nova/cpu-general-purpose", "kvm-general-purpose-load-balancing"),
     ("cinder/create-volume-thin-qos", "cinder-external-scheduler"),
     ("manila/create-share-nfs", "manila-external-scheduler"),

@@ -132,6 +132,24 @@ def test_gpu_bin_packing_fills_the_busier_gpu_host(client, app):
     assert hosts == ["cmp0001", "cmp0000"]
 
 
+def test_gpu_topology_aware_keeps_the_free_hgx_hosts_whole(client, app):
+    # 1 H100, NUMA guest: cmp0000 and cmp0009 are free HGX hosts, cmp0001 has node 0's four
+    # GPUs in use and cmp0011 two of them; breaking a free host costs the most usefulness
+    body = fixture("nova", "gpu-1xa100-numa", neutral=True)
+    hosts = ["cmp0000", "cmp0001", "cmp0009", "cmp0011"]
+    body["hosts"] = [{"host": h, "hypervisor_hostname": f"{h}.cloud.example"} for h in hosts]
+    body["weights"] = dict.fromkeys(hosts, 0.0)
+    request = body["spec"]["nova_object.data"]["pci_requests"]["nova_object.data"]["requests"][0]
+    request["nova_object.data"]["spec"] = [{"vendor_id": "10de", "product_id": "2330"}]
+    answer, decision = decide(client, app, "nova", body)
+    assert decision["pipeline"] == "kvm-gpu-topology-aware"
+    raw = {s["name"]: s.get("raw") for s in decision["steps"] if s["kind"] == "weigher"}
+    fragmentation = raw["weigher_gpu_fragmentation"]
+    assert fragmentation["cmp0000"] == fragmentation["cmp0009"] < fragmentation["cmp0001"]
+    assert raw["weigher_gpu_affinity"] == dict.fromkeys(hosts, 1.0)    # its cell holds the GPU
+    assert set(answer[:2]) == {"cmp0001", "cmp0011"}
+
+
 def test_vmware_hana_stacks_onto_the_fuller_cluster(client, app):
     hosts, decision = decide(client, app, "nova", fixture("nova", "vmware-hana", neutral=True))
     assert decision["pipeline"] == "vmware-hana-bin-packing"

@@ -1,7 +1,9 @@
 """Imports only go downwards (architecture.md): api -> pipeline -> plugins -> knowledge -> db.
 
 ``sync -> db`` only: the sync never imports the API, the pipeline, the plugins or the
-knowledge layer, and nothing but the console scripts imports the sync.
+knowledge layer, and nothing but the console scripts imports the sync. The simulator runs
+pipelines in process: it may use the pipeline, plugins, knowledge and requests, never the
+API or the database.
 """
 
 import ast
@@ -20,9 +22,10 @@ FORBIDDEN = {
     "api": {"cmd", "sync"},
     "agent": {"api", "pipeline", "plugins", "knowledge", "db", "request", "cmd", "sync"},
     "sync": {"api", "pipeline", "plugins", "knowledge", "request", "cmd", "agent"},
+    "simulator": {"api", "db", "cmd", "sync", "agent"},
 }
 THIRD_PARTY_FORBIDDEN = {"plugins": {"sqlalchemy"}, "request": {"sqlalchemy", "flask"},
-                         "agent": {"sqlalchemy", "flask"}}
+                         "agent": {"sqlalchemy", "flask"}, "simulator": {"sqlalchemy", "flask"}}
 
 
 def imports(path: Path) -> set[str]:

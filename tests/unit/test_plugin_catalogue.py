@@ -18,16 +18,19 @@ IN_TREE = sorted(
     if cls.__module__.startswith("cortex.plugins."))
 SHIPPED = load_pipelines(conf.shipped_file("pipelines.yaml"))
 PIPELINE_NAMES = ("kvm-general-purpose-load-balancing", "kvm-hana-bin-packing",
-                  "kvm-gpu-bin-packing", "vmware-general-purpose-load-balancing",
+                  "kvm-gpu-bin-packing", "kvm-gpu-topology-aware", "nova-baseline",
+                  "vmware-general-purpose-load-balancing",
                   "vmware-hana-bin-packing", "cinder-external-scheduler",
                   "manila-external-scheduler")
 
 
 def test_the_catalogue_is_complete():
     # issue 4's list: 19 filters and 18 weighers across Nova, Cinder and Manila; issue 5's
-    # four topology filters (GPU capacity and health, NUMA topology, PCI NUMA affinity)
+    # four topology filters (GPU capacity and health, NUMA topology, PCI NUMA affinity);
+    # issue 6's GPU weighers (affinity, fragmentation, NUMA locality, load, energy) and
+    # Nova's PCIWeigher for the nova-baseline pipeline
     assert len([n for n, _ in IN_TREE if n.startswith("filter_")]) == 19 + 4
-    assert len([n for n, _ in IN_TREE if n.startswith("weigher_")]) == 18
+    assert len([n for n, _ in IN_TREE if n.startswith("weigher_")]) == 18 + 5 + 1
 
 
 @pytest.mark.parametrize("name, cls", IN_TREE, ids=[n for n, _ in IN_TREE])

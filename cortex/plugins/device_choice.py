@@ -1,0 +1,248 @@
+"""Which GPUs nova-compute hands a guest on the chosen host: a model of its PCI claim.
+
+Cortex chooses the host; the devices on it are chosen later by nova-compute when it
+claims the instance. The model follows Nova (2023.1) step by step:
+
+1. NUMA cells (guests with a NUMA topology only): ``numa_fit_instance_to_host``
+   (``nova/virt/hardware.py``) tries assignments of guest cells to host cells in
+   permutation order over the host cells sorted by :func:`nova_cell_order`, and keeps
+   the first that fits the CPUs and memory and leaves the PCI requests satisfiable
+   under their ``numa_policy`` (:func:`cortex.plugins.numa_fit.fit_cells` with the PCI
+   check of :mod:`cortex.plugins.pci_fit`).
+2. Device pools: ``PciDeviceStats`` groups free devices by ``vendor_id``,
+   ``product_id``, ``dev_type`` and ``numa_node`` (sysfs' node), in the order the
+   first device of each pool was added; each pool keeps a list of its devices.
+3. The claim (``PciDeviceStats.consume_requests``, ``nova/pci/stats.py``): per PCI
+   request, the pools matching one of its specs (PFs only when asked), narrowed to the
+   guest's host cells by the NUMA policy (``_filter_pools_for_numa_cells``); devices
+   are taken pool after pool, each from the END of the pool's list
+   (``pool['devices'].pop()``).
+
+Where the prediction can be wrong:
+
+* Order inside a pool. nova-compute fills its lists from libvirt's node-device listing
+  at first start and from its database after a restart; a freed device is appended, so
+  it is the next one handed out (last in, first out). The knowledge view only says which
+  GPUs are free, so the model assumes PCI address order; a caller that tracks the real
+  order (the simulator does) passes it as ``order``.
+* PCI in Placement (``[filter_scheduler] pci_in_placement``, 2023.2+): Placement's
+  allocation candidate names the device's provider and nova-compute follows it; the
+  model does not see that choice.
+* The host cell order is reconstructed from Nova 2023.1 (``[compute]
+  packing_host_numa_cells_allocation_strategy``, default spread); older releases try
+  host cells by id, which ``pack`` does not reproduce either.
+* Health: Nova does not know GPU health and may hand out a GPU the agent reports
+  unhealthy; the model pools healthy and unhealthy GPUs together, as Nova does.
+* Only whole GPUs (``type-PCI``/``type-PF``) follow the PCI tracker: tags from ``[pci]
+  device_spec`` (``physical_network``...), VFs and their parents are not modelled. A
+  vGPU's parent GPU (:func:`vgpu_parent`) is the first GPU, in PCI address order, with
+  room: Nova claims the first allocation candidate Placement lists for the host, one
+  per GPU provider, in provider order; Placement does not promise that order, and MIG
+  instances (one provider each) are not modelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from cortex.knowledge.topology import DevicePool, HostTopology
+from cortex.plugins.numa_fit import PINNED, fit_cells
+from cortex.plugins.pci_fit import matches, numa_affinity, pci_refusal
+from cortex.plugins.topology import pci_requests
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What nova-compute would claim: host cell ids per guest cell, GPU PCI addresses.
+
+    ``cells`` is None for a guest without a NUMA topology (its CPUs float).
+    """
+
+    cells: tuple[int, ...] | None
+    devices: tuple[str, ...]
+
+
+def free_devices_per_cell(topology: HostTopology) -> dict[int | None, int]:
+    """Free passthrough GPUs per sysfs NUMA node, as Nova counts its pools per cell."""
+    counts: dict[int | None, int] = {}
+    for gpu in topology.free_gpus:
+        counts[gpu.pci_numa_node] = counts.get(gpu.pci_numa_node, 0) + 1
+    return counts
+
+
+def nova_cell_order(topology: HostTopology, guest_numa: Sequence[Any], wants_devices: bool,
+                    pack: bool = False) -> tuple[int, ...]:
+    """Host cell ids in the order Nova's ``numa_fit_instance_to_host`` tries them.
+
+    Nova 2023.1 sorts (stable sorts, the last one decides first): by free memory, then
+    by free pinnable CPUs (pinned guests) and by shared CPU usage (shared guests), the
+    freest first unless ``pack`` (``[compute] packing_host_numa_cells_allocation_strategy``);
+    last, cells with more free PCI devices first for a guest asking for devices, last
+    for one that does not.
+    """
+    cells = sorted(topology.cells, key=lambda c: c.avail_memory, reverse=not pack)
+    policy = guest_numa[0].cpu_policy if guest_numa else None
+    if policy in PINNED:
+        cells = sorted(cells, key=lambda c: c.avail_pcpus, reverse=not pack)
+    if policy in (None, "shared", "mixed"):
+        cells = sorted(cells, key=lambda c: c.cpu_usage, reverse=pack)
+    devices = free_devices_per_cell(topology)
+    cells = sorted(cells, key=lambda c: devices.get(c.id, 0), reverse=wants_devices)
+    return tuple(c.id for c in cells)
+
+
+def device_pools(topology: HostTopology, order: Mapping[str, int] | None = None
+                 ) -> list[list]:
+    """``[[DevicePool, free count]]`` as nova-compute keeps them, pools in first-seen order.
+
+    Pools are keyed as Nova keys them (vendor, product, dev_type, sysfs NUMA node; not
+    health) and ordered by their first GPU's PCI address. A pool's ``addresses`` are its
+    free GPUs by ``order`` (position in nova-compute's list, default the address order):
+    the last one is taken first.
+    """
+    position = order or {g.pci_address: i for i, g in enumerate(topology.gpus)}
+    free = {g.pci_address for g in topology.free_gpus}
+    groups: dict[tuple, list] = {}
+    for gpu in topology.gpus:
+        if not gpu.passthrough:
+            continue
+        key = (gpu.vendor_id.lower(), (gpu.device_id or "").lower(), gpu.dev_type,
+               gpu.pci_numa_node)
+        groups.setdefault(key, []).extend([gpu.pci_address] if gpu.pci_address in free else [])
+    pools = []
+    for (vendor, product, dev_type, node), addresses in groups.items():
+        members = tuple(sorted(addresses, key=lambda a: position.get(a, -1)))
+        pool = DevicePool(MappingProxyType({"vendor_id": vendor, "product_id": product,
+                                            "dev_type": dev_type.lower(), "numa_node": node}),
+                          node, dev_type, True, members)
+        pools.append([pool, len(members)])
+    return pools
+
+
+def take_devices(topology: HostTopology, requests: Sequence[Any],
+                 cells: Sequence[int] | None = None, order: Mapping[str, int] | None = None
+                 ) -> tuple[str, ...] | None:
+    """PCI addresses nova-compute's ``consume_requests`` takes for the ``pci`` DeviceRequests.
+
+    ``cells``: the guest's host cells (None: no NUMA topology, no affinity). None when
+    the requests cannot be served.
+    """
+    available = device_pools(topology, order)
+    remaining = {id(entry[0]): list(entry[0].addresses) for entry in available}
+    taken: list[str] = []
+    for request in requests:
+        wants_pf = any(s.get("dev_type") == "type-PF" for s in request.specs)
+        entries = [e for e in available if e[1] and (wants_pf or e[0].dev_type != "type-PF")
+                   and matches(e[0], request.specs)]
+        if cells is not None and request.numa_policy:
+            entries = numa_affinity(topology, entries, request.numa_policy, request.count,
+                                    cells)
+        if sum(e[1] for e in entries) < request.count:
+            return None
+        needed = request.count
+        for entry in entries:
+            count = min(entry[1], needed)
+            devices = remaining[id(entry[0])]
+            for _ in range(count):
+                taken.append(devices.pop())
+            entry[1] -= count
+            needed -= count
+            if not needed:
+                break
+    return tuple(taken)
+
+
+def predict_claim(topology: HostTopology, request: Any, cpu_ratio: float = 1.0,
+                  ram_ratio: float = 1.0, pack: bool = False,
+                  order: Mapping[str, int] | None = None) -> Claim | None:
+    """The Claim nova-compute would make for a NovaRequest on this host; None if it cannot.
+
+    ``cpu_ratio``/``ram_ratio``: the node's allocation ratios; ``pack``: Nova's
+    ``packing_host_numa_cells_allocation_strategy``; ``order``: see :func:`device_pools`.
+    """
+    wanted = pci_requests(request)
+    cells = None
+    if request.guest_numa:
+        cell_order = nova_cell_order(topology, request.guest_numa, bool(wanted), pack)
+        cells, _ = fit_cells(topology, request.guest_numa, cpu_ratio, ram_ratio,
+                             request.emulator_threads_policy == "isolate",
+                             accept=(lambda ids: pci_refusal(topology, wanted, ids))
+                             if wanted else None, order=cell_order)
+        if cells is None:
+            return None
+    devices = take_devices(topology, wanted, cells, order)
+    return None if devices is None else Claim(cells, devices)
+
+
+def vgpu_slots(host: Any) -> int:
+    """The vGPUs of one time-sliced GPU: the node's VGPU inventory over its vGPU GPUs (0: none).
+
+    Placement has one VGPU provider per GPU; Cortex's node inventory is their sum, so
+    the per-GPU capacity is taken as the same for every GPU of the host.
+    """
+    topology = host.topology
+    parents = [g for g in topology.gpus if g.virtualization_mode == "host_vgpu"
+               and g.mig_mode != "enabled"] if topology is not None else []
+    total = sum(inv.total for node in host.all_nodes
+                for rc, inv in node.inventories.items() if rc == "VGPU")
+    return total // len(parents) if parents else 0
+
+
+def vgpu_parent(free: Sequence[int], count: int) -> int | None:
+    """Index of the GPU a vGPU request of ``count`` lands on: the first with room (None: none).
+
+    ``free``: free vGPUs per vGPU GPU, in PCI address order.
+    """
+    return next((i for i, f in enumerate(free) if f >= count), None)
+
+
+def request_shape(request: Any) -> tuple:
+    """What of a NovaRequest decides its claim: guest cells, device requests, emulator policy.
+
+    Requests of one flavor have the same shape, so their claims on an unchanged host are
+    the same.
+    """
+    cells = tuple((len(c.pcpuset), len(c.cpuset), c.memory, c.pagesize, c.cpu_policy,
+                   c.cpu_thread_policy) for c in request.guest_numa)
+    devices = tuple((r.kind, r.count, tuple(tuple(sorted(s.items())) for s in r.specs),
+                     r.numa_policy, r.mig_profile) for r in request.device_requests)
+    return cells, devices, request.emulator_threads_policy
+
+
+class ClaimCache:
+    """Predicted claims by host topology and request shape, shared by the weighers.
+
+    A claim depends only on the topology (immutable, replaced when the host changes), the
+    request's shape (:func:`request_shape`), the allocation ratios and Nova's packing
+    option, so it is kept under those, the topology by identity (held, so its id cannot be
+    reused): every request of a flavor reuses the claims on the hosts that did not change.
+    Bounded; thread-safe enough for the GIL (a race costs a recomputation).
+    """
+
+    def __init__(self, limit: int = 50000) -> None:
+        self._claims: dict[tuple, tuple[HostTopology, Claim | None]] = {}
+        self._shapes: tuple[Any, tuple] = (None, ())
+        self._limit = limit
+
+    def get(self, topology: HostTopology, request: Any, ratios: tuple[float, float],
+            pack: bool) -> Claim | None:
+        """The predicted claim of ``request`` on ``topology`` (see :func:`predict_claim`)."""
+        last, shape = self._shapes
+        if last is not request:
+            shape = request_shape(request)
+            self._shapes = (request, shape)
+        key = (id(topology), shape, ratios, pack)
+        entry = self._claims.get(key)
+        if entry is not None and entry[0] is topology:
+            return entry[1]
+        claim = predict_claim(topology, request, ratios[0], ratios[1], pack)
+        if len(self._claims) >= self._limit:
+            self._claims.clear()
+        self._claims[key] = (topology, claim)
+        return claim
+
+
+CLAIMS = ClaimCache()

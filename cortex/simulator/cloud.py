@@ -1,0 +1,231 @@
+"""The simulated cloud: hosts whose CPUs, memory and GPUs are claimed and freed as Nova would.
+
+Each :class:`SimHost` keeps what nova-compute and Placement keep for a compute node:
+the Placement usage per resource class, per NUMA cell the pinned CPUs, shared vCPU usage
+and memory of NUMA guests, the GPUs handed out, the vGPUs per GPU, and the order of the
+free GPUs in nova-compute's PCI pools (a freed GPU goes to the end of its pool and is
+handed out next). A claim (:meth:`SimHost.claim`) follows nova-compute's resource
+tracker with :func:`cortex.plugins.device_choice.predict_claim` as the PCI and NUMA
+model; it picks pinned CPUs core by core (siblings together, as Nova's ``prefer``
+thread policy does) and vGPUs on the first GPU with room (``vgpu_parent``). After
+every change the host answers a new immutable :class:`~cortex.knowledge.view.HostState`,
+with DCGM-like features (``gpu.power_watts``, ``gpu.utilization``,
+``gpu.temperature_celsius``, framebuffer bytes) modelled from the board's idle and busy
+watts and the GPUs in use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any
+
+from cortex.knowledge.topology import HostTopology, topology_from_report
+from cortex.knowledge.view import HostState, Inventory, KnowledgeView, NodeState
+from cortex.plugins.device_choice import predict_claim, vgpu_parent
+from cortex.plugins.topology import vgpu_requests
+from cortex.simulator.boards import board_inventories, board_report
+from cortex.simulator.fleet import Fleet, HostSpec
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class Allocation:
+    """What one instance holds on its host (to free it on departure)."""
+
+    resources: dict[str, int]
+    pinned: dict[int, frozenset[int]] = field(default_factory=dict)
+    memory: dict[int, int] = field(default_factory=dict)
+    shared: dict[int, int] = field(default_factory=dict)
+    gpus: tuple[str, ...] = ()
+    vgpus: dict[str, int] = field(default_factory=dict)
+    cells: tuple[int, ...] | None = None
+
+
+class SimHost:
+    """One compute host's state, mutable; :meth:`state` is its immutable view."""
+
+    def __init__(self, spec: HostSpec, pack_numa_cells: bool = False) -> None:
+        self.spec = spec
+        self.pack = pack_numa_cells
+        self.base = topology_from_report(board_report(spec.board))
+        self.inventories = {rc: Inventory(total=v["total"], max_unit=v.get("max_unit",
+                                                                           v["total"]),
+                                          allocation_ratio=v.get("allocation_ratio", 1.0))
+                            for rc, v in board_inventories(spec.board).items()}
+        self.used = dict.fromkeys(self.inventories, 0)
+        self.pinned = {c.id: frozenset() for c in self.base.cells}
+        self.cell_memory = dict.fromkeys(self.pinned, 0)
+        self.cell_shared = dict.fromkeys(self.pinned, 0)
+        self.gpus_in_use: set[str] = set()
+        self.vgpus = {g.pci_address: 0 for g in self.base.gpus}
+        self.order = {g.pci_address: i for i, g in enumerate(self.base.gpus)}
+        self._appended = len(self.order)
+        self.allocations: dict[str, Allocation] = {}
+        self._state: HostState | None = None
+
+    # -- the view
+    @property
+    def name(self) -> str:
+        """The host's name."""
+        return self.spec.name
+
+    @property
+    def vgpu_slots(self) -> int:
+        """The vGPUs of one GPU on a vGPU host, else 0."""
+        return int(self.spec.board.get("vgpu_slots") or 0)
+
+    def vgpu_room(self, count: int) -> bool:
+        """Whether one GPU has ``count`` free vGPUs (a Placement VGPU provider per GPU)."""
+        return bool(self.vgpu_slots) and any(used + count <= self.vgpu_slots
+                                             for used in self.vgpus.values())
+
+    def passthrough_gpus(self) -> int:
+        """Passthrough GPUs of the host (0 on a vGPU host)."""
+        return 0 if self.vgpu_slots else len(self.base.gpus)
+
+    def free_gpus(self) -> int:
+        """Free passthrough GPUs."""
+        return 0 if self.vgpu_slots else len(self.base.gpus) - len(self.gpus_in_use)
+
+    def state(self) -> HostState:
+        """The HostState of the host now (rebuilt only after a change)."""
+        if self._state is None:
+            self._state = self._build_state()
+        return self._state
+
+    def _build_state(self) -> HostState:
+        """Inventories with usage, the topology with usage, DCGM-like features."""
+        inventories = MappingProxyType({rc: replace(inv, used=self.used[rc])
+                                        for rc, inv in self.inventories.items()})
+        node = NodeState(self.name, f"uuid-{self.name}", "QEMU", 8002000, "x86_64",
+                         frozenset(), inventories)
+        return HostState(self.name, self.spec.availability_zone, True, True, None, (),
+                         MappingProxyType({self.name: node}), frozenset(),
+                         features=MappingProxyType(self._features()),
+                         topology=self.topology())
+
+    def topology(self) -> HostTopology:
+        """The board's topology with the host's usage."""
+        cells = tuple(replace(c, pinned_cpus=self.pinned[c.id],
+                              memory_usage=self.cell_memory[c.id],
+                              cpu_usage=self.cell_shared[c.id]) for c in self.base.cells)
+        gpus = tuple(replace(g, in_use=g.pci_address in self.gpus_in_use,
+                             in_use_source="placement",
+                             vgpus_in_use=self.vgpus[g.pci_address])
+                     for g in self.base.gpus)
+        return HostTopology(cells=cells, gpus=gpus, links=self.base.links)
+
+    def _features(self) -> dict[str, float]:
+        """Power, utilisation, temperature and framebuffer from the GPUs in use."""
+        count = len(self.base.gpus)
+        if not count:
+            return {}
+        model = self.spec.board["gpu"]
+        idle, busy = model.get("idle_watts", 50.0), model.get("busy_watts", 300.0)
+        slots = self.vgpu_slots
+        loads = [min(1.0, self.vgpus[a] / slots) if slots else float(a in self.gpus_in_use)
+                 for a in self.vgpus]
+        utilization = sum(loads) / count
+        memory = float(model.get("memory_mb", 16384)) * 1048576
+        return {"gpu.power_watts": sum(idle + (busy - idle) * u for u in loads),
+                "gpu.utilization": utilization,
+                "gpu.temperature_celsius": 35.0 + 45.0 * max(loads),
+                "gpu.framebuffer_used_bytes": memory * sum(loads),
+                "gpu.framebuffer_free_bytes": memory * (count - sum(loads))}
+
+    # -- claims
+    def claim(self, uuid: str, request: Any) -> Allocation | None:
+        """Claim ``request`` (a NovaRequest) as nova-compute would; None when it does not fit.
+
+        Checks Placement capacity, the NUMA/PCI fit (device_choice's model with this
+        host's real pool order) and vGPU room on one GPU; changes nothing on failure.
+        """
+        resources = dict(request.resources)
+        for rc, amount in resources.items():
+            inventory = self.state().nodes[self.name].inventories.get(rc)
+            if inventory is None or inventory.refusal(amount):
+                return None
+        topology = self.state().topology
+        ratios = (self.inventories["VCPU"].allocation_ratio if "VCPU" in self.inventories
+                  else 1.0, 1.0)
+        claim = predict_claim(topology, request, ratios[0], ratios[1], self.pack, self.order)
+        if claim is None:
+            return None
+        allocation = Allocation(resources, gpus=claim.devices, cells=claim.cells)
+        vgpus = sum(r.count for r in vgpu_requests(request))
+        if vgpus:
+            parents = list(self.vgpus)
+            index = vgpu_parent([self.vgpu_slots - self.vgpus[a] for a in parents], vgpus)
+            if index is None:
+                return None
+            allocation.vgpus[parents[index]] = vgpus
+        if claim.cells is not None:
+            self._place_cpus(allocation, request, claim.cells)
+        self._apply(allocation, +1)
+        self.allocations[uuid] = allocation
+        return allocation
+
+    def _place_cpus(self, allocation: Allocation, request: Any, cells: tuple[int, ...]) -> None:
+        """Pin CPUs (siblings together), count shared vCPUs and memory per host cell."""
+        by_id = {c.id: c for c in self.base.cells}
+        isolate = request.emulator_threads_policy == "isolate"
+        for index, (guest, host_cell) in enumerate(zip(request.guest_numa, cells, strict=True)):
+            wanted = len(guest.pcpuset) + (1 if isolate and index == 0 else 0)
+            if wanted:
+                free = [cpu for core in by_id[host_cell].usable_siblings
+                        for cpu in sorted(core) if cpu in by_id[host_cell].pcpuset
+                        and cpu not in self.pinned[host_cell]]
+                allocation.pinned[host_cell] = frozenset(free[:wanted])
+            allocation.memory[host_cell] = guest.memory
+            allocation.shared[host_cell] = len(guest.cpuset)
+
+    def release(self, uuid: str) -> None:
+        """Free what instance ``uuid`` holds (nothing if it holds nothing here)."""
+        allocation = self.allocations.pop(uuid, None)
+        if allocation is not None:
+            self._apply(allocation, -1)
+
+    def _apply(self, allocation: Allocation, sign: int) -> None:
+        """Add (+1) or remove (-1) an allocation's usage."""
+        for rc, amount in allocation.resources.items():
+            self.used[rc] += sign * amount
+        for cell, cpus in allocation.pinned.items():
+            self.pinned[cell] = self.pinned[cell] | cpus if sign > 0 else self.pinned[cell] - cpus
+        for cell, memory in allocation.memory.items():
+            self.cell_memory[cell] += sign * memory
+        for cell, vcpus in allocation.shared.items():
+            self.cell_shared[cell] += sign * vcpus
+        for gpu, count in allocation.vgpus.items():
+            self.vgpus[gpu] += sign * count
+        if sign > 0:
+            self.gpus_in_use.update(allocation.gpus)
+        else:
+            self.gpus_in_use.difference_update(allocation.gpus)
+            for gpu in allocation.gpus:  # back to the end of its pool: handed out next
+                self.order[gpu] = self._appended
+                self._appended += 1
+        self._state = None
+
+
+class SimCloud:
+    """The fleet's hosts and the knowledge view of them at each step."""
+
+    def __init__(self, fleet: Fleet, pack_numa_cells: bool = False) -> None:
+        self.fleet = fleet
+        self.hosts = {spec.name: SimHost(spec, pack_numa_cells) for spec in fleet.hosts}
+        self.version = 0
+
+    def view(self) -> KnowledgeView:
+        """An immutable view of every host now (unchanged hosts keep their HostState)."""
+        self.version += 1
+        states = {name: host.state() for name, host in self.hosts.items()}
+        return KnowledgeView(self.version, EPOCH, MappingProxyType(states))
+
+    def free_gpu_counts(self) -> Mapping[str, tuple[int, int]]:
+        """``(free, all)`` passthrough GPUs per host."""
+        return {name: (host.free_gpus(), host.passthrough_gpus())
+                for name, host in self.hosts.items()}

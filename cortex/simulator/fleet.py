@@ -1,0 +1,229 @@
+"""Simulated fleets: our fleet files (host groups of boards) and Alibaba's GPU node list.
+
+Fleet file (``etc/cortex/simulator/fleet-*.yaml``)::
+
+    boards: boards.yaml | {name: board}       # a file next to the fleet file, or inline
+    hosts: [{prefix, count, board, availability_zone?}]
+
+Hosts are named ``<prefix>-<nnn>``. Alibaba's ``openb_node_list_gpu_node.csv`` (columns
+``sn, cpu_milli, memory_mib, gpu, model``) becomes boards by the rules of
+``etc/cortex/simulator/alibaba-models.yaml``. Bad input raises SimulationError.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from cortex.simulator.boards import NVLINK_KINDS
+
+
+class SimulationError(ValueError):
+    """A fleet, trace or option the simulator cannot use; the message says which and why."""
+
+
+_INT = {"type": "integer", "minimum": 1}
+BOARD_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False,
+    "required": ["sockets", "cores_per_socket", "memory_mb_per_node", "gpu"],
+    "properties": {
+        "description": {"type": "string"}, "sockets": _INT, "nodes_per_socket": _INT,
+        "cores_per_socket": _INT, "threads_per_core": _INT, "memory_mb_per_node": _INT,
+        "dedicated_cpus": {"type": "string"}, "shared_cpus": {"type": "string"},
+        "cpu_allocation_ratio": {"type": "number", "exclusiveMinimum": 0},
+        "gpu": {"type": "object", "required": ["product_id"], "additionalProperties": False,
+                "properties": {"product_id": {"type": "string"}, "vendor_id": {"type": "string"},
+                               "name": {"type": "string"}, "memory_mb": _INT,
+                               "idle_watts": {"type": "number", "minimum": 0},
+                               "busy_watts": {"type": "number", "minimum": 0}}},
+        "gpu_count": {"type": "integer", "minimum": 0},
+        "gpus": {"type": "array", "items": {
+            "type": "object", "required": ["pci", "node", "pcie"], "additionalProperties": False,
+            "properties": {"pci": {"type": "string"}, "node": {"type": "integer", "minimum": 0},
+                           "pcie": {"type": "array", "minItems": 1,
+                                    "items": {"type": "string"}}}}},
+        "nvlink": {"type": "object", "additionalProperties": False, "required": ["kind"],
+                   "properties": {"kind": {"enum": list(NVLINK_KINDS)}, "links": _INT,
+                                  "pairs": {"type": "array", "items": {
+                                      "type": "array", "minItems": 2, "maxItems": 2,
+                                      "items": {"type": "integer", "minimum": 0}}}}},
+        "vgpu_slots": _INT,
+    },
+}
+FLEET_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["boards", "hosts"],
+    "properties": {
+        "description": {"type": "string"},
+        "boards": {"oneOf": [{"type": "string"}, {"type": "object",
+                                                  "additionalProperties": BOARD_SCHEMA}]},
+        "hosts": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["prefix", "count", "board"],
+            "properties": {"prefix": {"type": "string", "minLength": 1}, "count": _INT,
+                           "board": {"type": "string"},
+                           "availability_zone": {"type": ["string", "null"]}}}},
+    },
+}
+BOARDS_FILE_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["boards"],
+    "properties": {"boards": {"type": "object", "additionalProperties": BOARD_SCHEMA}},
+}
+MODELS_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["models", "vgpu_slots", "vgpu_share"],
+    "properties": {
+        "vgpu_slots": _INT, "vgpu_share": {"type": "number", "minimum": 0, "maximum": 1},
+        "models": {"type": "object", "additionalProperties": {
+            "type": "object", "required": ["product_id"], "additionalProperties": False,
+            "properties": {"product_id": {"type": "string"},
+                           "idle_watts": {"type": "number"}, "busy_watts": {"type": "number"},
+                           "nvlink": {"type": "object", "additionalProperties": {
+                               "enum": list(NVLINK_KINDS)}}}}}},
+}
+_NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """One simulated compute host: its name, availability zone and board."""
+
+    name: str
+    availability_zone: str | None
+    board: Mapping[str, Any]
+    board_name: str
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """A named list of hosts (``name`` is the file's stem) and where it came from."""
+
+    name: str
+    hosts: tuple[HostSpec, ...]
+    source: str
+
+    @property
+    def gpus(self) -> int:
+        """GPUs in the fleet (passthrough and vGPU hosts)."""
+        return sum(len(h.board.get("gpus") or ()) or h.board.get("gpu_count", 0)
+                   for h in self.hosts)
+
+
+def _validate(data: Any, schema: Mapping[str, Any], where: str) -> None:
+    """Raise SimulationError with the best jsonschema error."""
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema).iter_errors(data))
+    if error is not None:
+        path = "/".join(str(p) for p in error.absolute_path) or "(top)"
+        raise SimulationError(f"{where}: {path}: {error.message}")
+
+
+def _load_yaml(path: Path) -> Any:
+    """Parse a YAML (or JSON) file; SimulationError when unreadable."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise SimulationError(f"{path}: {exc}") from None
+
+
+def read_fleet(path: str | Path, sample_nodes: int = 1,
+               models: str | Path | None = None, sample_offset: int = 0) -> Fleet:
+    """The fleet of a fleet file or of Alibaba's node CSV (every ``sample_nodes``-th node)."""
+    path = Path(path)
+    if path.suffix == ".csv":
+        return alibaba_fleet(path, sample_nodes, models, sample_offset)
+    data = _load_yaml(path)
+    _validate(data, FLEET_SCHEMA, str(path))
+    boards = data["boards"]
+    if isinstance(boards, str):
+        document = _load_yaml(path.parent / boards)
+        _validate(document, BOARDS_FILE_SCHEMA, str(path.parent / boards))
+        boards = document["boards"]
+    hosts = []
+    for group in data["hosts"]:
+        board = boards.get(group["board"])
+        if board is None:
+            raise SimulationError(f"{path}: unknown board {group['board']!r}")
+        hosts += [HostSpec(f"{group['prefix']}-{i:03d}", group.get("availability_zone"), board,
+                           group["board"]) for i in range(group["count"])]
+    names = [h.name for h in hosts]
+    if len(set(names)) != len(names):
+        raise SimulationError(f"{path}: host names repeat; give each group its own prefix")
+    return Fleet(path.stem, tuple(hosts), str(path))
+
+
+def alibaba_models(path: str | Path | None = None) -> dict[str, Any]:
+    """The model rules (``alibaba-models.yaml``), validated."""
+    if path is None:
+        from cortex.conf import shipped_file
+
+        path = shipped_file("simulator/alibaba-models.yaml")
+    data = _load_yaml(Path(path))
+    _validate(data, MODELS_SCHEMA, str(path))
+    return data
+
+
+def alibaba_board(cpus: int, memory_mb: int, gpus: int, model: Mapping[str, Any],
+                  vgpu_slots: int | None = None) -> dict[str, Any]:
+    """A board for one Alibaba node, by the rules stated in ``alibaba-models.yaml``."""
+    sockets = 2 if gpus >= 2 and cpus >= 16 else 1
+    nvlink = (model.get("nvlink") or {}).get(str(gpus), "none")
+    board: dict[str, Any] = {
+        "sockets": sockets, "nodes_per_socket": 1, "threads_per_core": 2,
+        "cores_per_socket": max(1, cpus // (2 * sockets)),
+        "memory_mb_per_node": max(1, memory_mb // sockets),
+        "gpu": {"product_id": model["product_id"], "idle_watts": model.get("idle_watts", 50),
+                "busy_watts": model.get("busy_watts", 300)},
+        "gpu_count": gpus, "nvlink": {"kind": nvlink}}
+    if vgpu_slots:
+        board["vgpu_slots"] = vgpu_slots
+    return board
+
+
+def alibaba_fleet(path: Path, sample_nodes: int = 1, models: str | Path | None = None,
+                  sample_offset: int = 0) -> Fleet:
+    """Alibaba's GPU nodes as a fleet: every ``sample_nodes``-th node of each kind of node.
+
+    A kind is (model, GPUs, CPUs, memory); sampling keeps the fleet's mix, starting at the
+    ``sample_offset``-th node of a kind (each kind keeps at least one node).
+    ``vgpu_share`` of each kind's kept nodes become vGPU hosts.
+    """
+    rules = alibaba_models(models)
+    rows = _csv_rows(path, _NODE_COLUMNS)
+    groups: dict[tuple, list[dict[str, str]]] = {}
+    for row in rows:
+        if int(row["gpu"] or 0) > 0:
+            key = (row["model"], row["gpu"], row["cpu_milli"], row["memory_mib"])
+            groups.setdefault(key, []).append(row)
+    share = rules["vgpu_share"]
+    hosts = []
+    for (model_name, gpus, cpu_milli, memory), members in groups.items():
+        model = rules["models"].get(model_name)
+        if model is None:
+            raise SimulationError(f"{path}: GPU model {model_name!r} is not in the model rules")
+        step = max(1, sample_nodes)
+        kept = members[sample_offset % step::step] or members[:1]
+        for i, row in enumerate(kept):
+            vgpu = int((i + 1) * share) > int(i * share)
+            board = alibaba_board(int(cpu_milli) // 1000, int(memory), int(gpus), model,
+                                  rules["vgpu_slots"] if vgpu else None)
+            hosts.append(HostSpec(row["sn"], None, board, f"{model_name}x{gpus}"
+                                  + (" vGPU" if vgpu else "")))
+    return Fleet(path.stem, tuple(sorted(hosts, key=lambda h: h.name)), str(path))
+
+
+def _csv_rows(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
+    """The rows of a CSV file that has at least ``columns``; SimulationError otherwise."""
+    try:
+        with path.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = [c for c in columns if c not in (reader.fieldnames or ())]
+            if missing:
+                raise SimulationError(f"{path}: missing column(s) {', '.join(missing)}")
+            return list(reader)
+    except OSError as exc:
+        raise SimulationError(f"{path}: {exc}") from None

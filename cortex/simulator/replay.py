@@ -1,0 +1,282 @@
+"""Replay a trace through a real pipeline, in process, and measure the placements.
+
+For each arrival the simulator builds the Nova request body Nova would send (flavor with
+``hw:cpu_policy``/``hw:numa_nodes``, ``resources:VGPU``, the InstancePCIRequest with
+its specs and ``numa_policy``; every host of the fleet a candidate of weight 0, except that a vGPU
+request is offered only hosts with one GPU that has room for all its vGPUs, as
+Placement's allocation candidates would be, each GPU being its own resource provider), parses
+it with :meth:`NovaRequest.from_body`, runs the pipeline on the knowledge view of the
+simulated cloud (:func:`cortex.pipeline.engine.run_pipeline`, exactly what the API
+runs), and claims the request on the best host as nova-compute would, falling back to
+the next hosts like Nova's alternates (``max_attempts``). A departure frees what the
+instance holds. Departures at the same time as an arrival go first.
+
+Measures per arrival (:class:`Decision`): placed or not, the GPUs taken, whether a
+multi-GPU set is all NVLink-connected and whether some host that passed the filters
+had a free NVLink-connected set of that size for it, whether the GPUs sit on the NUMA
+cells of the guest's CPUs, the decision time (parse + pipeline), and fragmentation
+after it: free GPUs on hosts with fewer than 4 (8) free GPUs, which can serve no 4-
+(8-) GPU request, counted on hosts with at least 4 (8) GPUs (:func:`stranded`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
+from cortex.pipeline.config import PipelineSet
+from cortex.pipeline.engine import run_pipeline
+from cortex.plugins.gpu_locality import candidate_mask
+from cortex.plugins.gpu_sets import gpu_map
+from cortex.request.nova import NovaRequest
+from cortex.simulator.boards import VENDOR_NVIDIA
+from cortex.simulator.cloud import SimCloud
+from cortex.simulator.fleet import Fleet, SimulationError
+from cortex.simulator.trace import TraceRequest
+
+
+@dataclass
+class Decision:
+    """One arrival: where it went (``host`` None: rejected, with ``reason``) and the measures."""
+
+    index: int
+    request_id: str
+    gpus: int
+    vgpus: int
+    host: str | None
+    reason: str | None
+    devices: tuple[str, ...]
+    nvlink: bool | None
+    nvlink_possible: bool | None
+    numa_local: bool | None
+    decision_ms: float
+    attempts: int
+    frag4: int
+    frag8: int
+    free_gpus: int
+
+
+@dataclass
+class RunResult:
+    """The decisions of one pipeline on one fleet and trace, and their summary."""
+
+    pipeline: str
+    fleet: str
+    fleet_gpus: int
+    decisions: list[Decision] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def placed(self) -> int:
+        """Requests placed."""
+        return sum(1 for d in self.decisions if d.host)
+
+    @property
+    def first_rejection(self) -> int | None:
+        """1-based arrival number of the first request that found no host (None: none did)."""
+        return next((d.index + 1 for d in self.decisions if d.host is None), None)
+
+    def gpus_placed(self, kind: str = "gpus") -> int:
+        """Passthrough GPUs (``gpus``) or vGPUs (``vgpus``) of the placed requests."""
+        return sum(getattr(d, kind) for d in self.decisions if d.host)
+
+    def first_rejection_of(self, kind: str) -> int | None:
+        """1-based arrival number of the first rejected ``gpu`` (passthrough) or ``vgpu`` one."""
+        return next((d.index + 1 for d in self.decisions if d.host is None
+                     and (d.gpus if kind == "gpu" else d.vgpus)), None)
+
+    @property
+    def placed_before_first_rejection(self) -> int:
+        """Requests placed before the first rejection (all of them when none was rejected)."""
+        first = self.first_rejection
+        return self.placed if first is None else first - 1
+
+    def _multi(self) -> list[Decision]:
+        return [d for d in self.decisions if d.host and d.gpus >= 2]
+
+    @property
+    def multi_gpu(self) -> int:
+        """Placed requests of 2 or more passthrough GPUs."""
+        return len(self._multi())
+
+    @property
+    def nvlink_share(self) -> float | None:
+        """Share of multi-GPU placements whose GPUs are all NVLink-connected."""
+        return _share(d.nvlink for d in self._multi())
+
+    @property
+    def nvlink_possible_share(self) -> float | None:
+        """The same share among placements where the fleet offered an NVLink-connected set."""
+        return _share(d.nvlink for d in self._multi() if d.nvlink_possible)
+
+    @property
+    def numa_local_share(self) -> float | None:
+        """Share of GPU placements of guests with a NUMA topology whose GPUs are on its cells."""
+        return _share(d.numa_local for d in self.decisions
+                      if d.host and d.gpus and d.numa_local is not None)
+
+    def mean(self, name: str) -> float:
+        """Mean of a per-arrival measure (``frag4``, ``frag8``, ``free_gpus``)."""
+        values = [getattr(d, name) for d in self.decisions]
+        return statistics.fmean(values) if values else 0.0
+
+    def decision_ms(self, quantile: float) -> float:
+        """A quantile (0..1) of the decision time in milliseconds."""
+        values = sorted(d.decision_ms for d in self.decisions)
+        if not values:
+            return 0.0
+        return values[min(len(values) - 1, int(quantile * len(values)))]
+
+
+def _share(values: Iterable[bool | None]) -> float | None:
+    """Share of True among the values; None when there are none."""
+    found = [bool(v) for v in values]
+    return sum(found) / len(found) if found else None
+
+
+def request_body(request: TraceRequest, hosts: list[dict[str, str]],
+                 weights: dict[str, float], pipeline: str) -> dict[str, Any]:
+    """The body Nova would POST for ``request`` with every host a candidate."""
+    cells = max(1, request.numa_nodes)
+    extra: dict[str, str] = {}
+    if request.cpu_policy == "dedicated":
+        extra["hw:cpu_policy"] = "dedicated"
+    if request.numa_nodes:
+        extra["hw:numa_nodes"] = str(request.numa_nodes)
+    if request.vgpus:
+        extra["resources:VGPU"] = str(request.vgpus)
+    data: dict[str, Any] = {
+        "flavor": {"nova_object.data": {
+            "name": f"sim.{request.gpus or request.vgpus}{'g' if request.gpus else 'v'}",
+            "vcpus": request.vcpus, "memory_mb": math.ceil(request.memory_mb / cells) * cells,
+            "root_gb": 0, "ephemeral_gb": 0, "swap": 0, "extra_specs": extra}},
+        "image": {"nova_object.data": {"properties": {"nova_object.data": {}}}},
+        "instance_uuid": request.id, "num_instances": 1, "project_id": "simulator"}
+    if request.gpus:
+        specs = [{"vendor_id": VENDOR_NVIDIA, "product_id": p} for p in request.products] or [
+            {"vendor_id": VENDOR_NVIDIA}]
+        data["pci_requests"] = {"nova_object.data": {"requests": [{"nova_object.data": {
+            "count": request.gpus, "spec": specs, "alias_name": "gpu",
+            "numa_policy": request.numa_policy or "legacy", "request_id": None}}]}}
+    return {"spec": {"nova_object.name": "RequestSpec", "nova_object.data": data},
+            "hosts": hosts, "weights": weights, "pipeline": pipeline,
+            "context": {"request_id": f"req-{request.id}", "project_id": "simulator"}}
+
+
+def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, pipeline: str,
+           max_attempts: int = 3, pack_numa_cells: bool = False,
+           max_rejections: int | None = None,
+           on_event: Callable[[str, TraceRequest, SimCloud], None] | None = None) -> RunResult:
+    """Replay ``trace`` on a fresh copy of ``fleet`` through ``pipeline``.
+
+    ``max_rejections`` stops the replay after that many rejected requests (a filled
+    cloud rejects everything after). ``on_event(kind, request, cloud)`` is called after
+    each arrival and departure (to inspect the cloud). Raises SimulationError for an
+    unknown pipeline.
+    """
+    if pipeline not in pipelines.pipelines:
+        raise SimulationError(f"unknown pipeline {pipeline!r} (known: "
+                              f"{', '.join(sorted(pipelines.pipelines))})")
+    started = time.perf_counter()
+    cloud = SimCloud(fleet, pack_numa_cells)
+    hosts = [{"host": h.name, "hypervisor_hostname": h.name} for h in fleet.hosts]
+    weights = dict.fromkeys(cloud.hosts, 0.0)
+    result = RunResult(pipeline, fleet.name, fleet.gpus)
+    rejected, where = 0, {}
+    for kind, index, request in _events(trace):
+        if kind == "departure":
+            if request.id in where:
+                cloud.hosts[where.pop(request.id)].release(request.id)
+            if on_event:
+                on_event(kind, request, cloud)
+            continue
+        offered, offered_weights = hosts, weights
+        if request.vgpus:
+            offered = [h for h in hosts if cloud.hosts[h["host"]].vgpu_room(request.vgpus)]
+            offered_weights = {h["host"]: 0.0 for h in offered}
+        decision = _decide(cloud, index, request, request_body(request, offered,
+                                                                 offered_weights, pipeline),
+                           pipelines, max_attempts)
+        result.decisions.append(decision)
+        if decision.host:
+            where[request.id] = decision.host
+        if on_event:
+            on_event(kind, request, cloud)
+        rejected += decision.host is None
+        if max_rejections is not None and rejected >= max_rejections:
+            break
+    result.wall_s = time.perf_counter() - started
+    return result
+
+
+def _events(trace: Sequence[TraceRequest]) -> list[tuple[str, int, TraceRequest]]:
+    """Arrivals and departures by time; departures first at equal times."""
+    events = []
+    for index, request in enumerate(trace):
+        events.append((request.arrival, 1, index, "arrival", request))
+        if request.departure is not None:
+            events.append((max(request.departure, request.arrival), 0, index, "departure",
+                           request))
+    events.sort(key=lambda e: (e[0], e[1], e[2]))
+    return [(kind, index, request) for _, _, index, kind, request in events]
+
+
+def _decide(cloud: SimCloud, index: int, trace_request: TraceRequest, body: dict[str, Any],
+            pipelines: PipelineSet, max_attempts: int) -> Decision:
+    """Run the pipeline for one arrival and claim it on the first host that takes it."""
+    view = cloud.view()
+    started = time.perf_counter()
+    request = NovaRequest.from_body(body)
+    try:
+        chosen = choose_pipeline(pipelines, request)
+    except PipelineNotChosen as exc:
+        raise SimulationError(str(exc)) from None
+    result = run_pipeline(chosen, request, view, unknown_policy="drop")
+    elapsed = (time.perf_counter() - started) * 1000
+    host, reason, devices, cells, attempts = None, "no valid host", (), None, 0
+    for name in result.hosts[:max_attempts]:
+        attempts += 1
+        allocation = cloud.hosts[name].claim(trace_request.id, request)
+        if allocation is not None:
+            host, reason, devices, cells = name, None, allocation.gpus, allocation.cells
+            break
+        reason = "claims failed on nova-compute"
+    nvlink = possible = local = None
+    if host and trace_request.gpus:
+        topology = view.hosts[host].topology
+        gpus = gpu_map(topology)
+        if trace_request.gpus >= 2:
+            nvlink = gpus.all_linked(gpus.mask(devices), "nvlink")
+            possible = _nvlink_possible(view, result.hosts, request, trace_request.gpus)
+        if cells is not None:
+            local = all(gpus.nodes[gpus.index[a]] in cells for a in devices)
+    counts = cloud.free_gpu_counts().values()
+    return Decision(index, trace_request.id, trace_request.gpus, trace_request.vgpus, host,
+                    reason, tuple(devices), nvlink, possible, local, elapsed, attempts,
+                    stranded(counts, 4), stranded(counts, 8), sum(f for f, _ in counts))
+
+
+def stranded(counts: Iterable[tuple[int, int]], k: int) -> int:
+    """Free GPUs that cannot serve a k-GPU request on hosts that could when empty.
+
+    ``counts``: ``(free, all)`` passthrough GPUs per host. Hosts with fewer than k GPUs
+    are left out: their GPUs never serve k, whatever the placements.
+    """
+    return sum(free for free, total in counts if total >= k and free < k)
+
+
+def _nvlink_possible(view: Any, hosts: Sequence[str], request: NovaRequest, k: int) -> bool:
+    """Whether a host that passed the filters had k free matching GPUs joined by NVLink."""
+    for name in hosts:
+        topology = view.hosts[name].topology
+        if topology is None or not topology.gpus:
+            continue
+        gpus = gpu_map(topology)
+        if max(gpus.clique_sizes(candidate_mask(topology, gpus, request), "nvlink")) >= k:
+            return True
+    return False

@@ -1,0 +1,119 @@
+"""One ``cortex-manage simulate`` session: resolve fleets and trace, replay per pipeline."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from cortex.pipeline.config import PipelineConfigError, load_pipelines
+from cortex.simulator.fleet import Fleet, SimulationError, read_fleet
+from cortex.simulator.replay import RunResult, replay
+from cortex.simulator.trace import SyntheticSpec, TraceRequest, read_trace, synthetic_trace
+
+SYNTHETIC = "synthetic"
+
+
+@dataclass
+class SimulationSpec:
+    """What to simulate.
+
+    ``fleets``: fleet files, Alibaba node CSVs, or shipped fleet names (``hgx``, ``mixed``
+    for ``etc/cortex/simulator/fleet-<name>.yaml``); ``trace``: a trace file, an Alibaba
+    pod CSV, or ``synthetic`` (generated per fleet from ``synthetic``); ``pipelines``:
+    names, the first one the subject, the others compared with it; ``limit``: the first
+    N requests only; ``max_rejections``: stop a replay after that many rejections;
+    ``shuffle``: in ``fill`` mode, replay the requests in an order shuffled with this seed
+    (Weng et al. draw the tasks of the trace at random).
+    """
+
+    fleets: Sequence[str]
+    trace: str
+    pipelines: Sequence[str]
+    pipelines_file: str | None = None
+    mode: str = "timeline"
+    sample_nodes: int = 1
+    limit: int | None = None
+    max_rejections: int | None = None
+    pack_numa_cells: bool = False
+    models: str | None = None
+    shuffle: int | None = None
+    synthetic: SyntheticSpec = field(default_factory=SyntheticSpec)
+
+
+@dataclass
+class FleetRuns:
+    """The runs of every pipeline on one fleet and its trace."""
+
+    fleet: Fleet
+    trace_name: str
+    requests: int
+    runs: list[RunResult]
+
+
+def resolve_fleet(name: str) -> Path:
+    """A fleet path: ``name`` itself when it exists, else a shipped ``fleet-<name>.yaml``."""
+    path = Path(name)
+    if path.exists():
+        return path
+    from cortex.conf import ConfigError, shipped_file
+
+    for candidate in (f"simulator/fleet-{name}.yaml", f"simulator/{name}.yaml",
+                      f"simulator/{name}"):
+        try:
+            return shipped_file(candidate)
+        except ConfigError:
+            continue
+    raise SimulationError(f"fleet {name!r}: no such file and no shipped fleet of that name")
+
+
+def load_trace(spec: SimulationSpec, fleet: Fleet) -> tuple[str, list[TraceRequest]]:
+    """``(trace name, requests)`` for ``fleet``, cut to ``spec.limit``."""
+    if spec.trace == SYNTHETIC:
+        requests = synthetic_trace(fleet, spec.synthetic)
+        if spec.mode == "fill":
+            requests = [replace(r, departure=None) for r in requests]
+        name = (f"synthetic (seed {spec.synthetic.seed}, load {spec.synthetic.load:g}, "
+                f"{spec.synthetic.requests} requests)")
+    else:
+        requests = read_trace(spec.trace, spec.mode, spec.models)
+        name = f"{Path(spec.trace).name} ({spec.mode})"
+    if spec.shuffle is not None:
+        if spec.mode != "fill":
+            raise SimulationError("--shuffle needs --mode fill (departures keep their times)")
+        random.Random(spec.shuffle).shuffle(requests)
+        requests = [replace(r, arrival=float(i)) for i, r in enumerate(requests)]
+        name += f", shuffled (seed {spec.shuffle})"
+    return name, requests[:spec.limit] if spec.limit else requests
+
+
+def simulate(spec: SimulationSpec, progress: Callable[[str], None] = lambda _: None
+             ) -> list[FleetRuns]:
+    """Replay the trace on every fleet through every pipeline; SimulationError if unusable."""
+    from cortex import conf
+
+    path = spec.pipelines_file or conf.shipped_file("pipelines.yaml")
+    try:
+        pipelines = load_pipelines(path)
+    except PipelineConfigError as exc:
+        raise SimulationError(str(exc)) from None
+    unknown = [p for p in spec.pipelines if p not in pipelines.pipelines]
+    if unknown:
+        raise SimulationError(f"unknown pipeline {unknown[0]!r} in {path}")
+    if spec.sample_nodes < 1:
+        raise SimulationError("--sample-nodes must be at least 1")
+    results = []
+    for name in spec.fleets:
+        fleet = read_fleet(resolve_fleet(name), spec.sample_nodes, spec.models)
+        trace_name, requests = load_trace(spec, fleet)
+        runs = []
+        for pipeline in spec.pipelines:
+            run = replay(fleet, requests, pipelines, pipeline,
+                         pack_numa_cells=spec.pack_numa_cells,
+                         max_rejections=spec.max_rejections)
+            progress(f"{fleet.name}: {pipeline}: {len(run.decisions)} requests in "
+                     f"{run.wall_s:.1f} s")
+            runs.append(run)
+        results.append(FleetRuns(fleet, trace_name, len(requests), runs))
+    return results
