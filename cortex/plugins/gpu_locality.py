@@ -119,38 +119,3 @@ def single_gpu_locality(topology: HostTopology, gpus: GpuMap, address: str,
         sockets.get(node) is not None and sockets.get(node) == sockets.get(i)
         for ids in options for i in ids)
     return scores["cross_numa"] if same_socket else scores["cross_socket"]
-
-
-def fed_mask(topology: HostTopology, gpus: GpuMap, free: int, cpus_per_gpu: float,
-             memory_mb_per_gpu: float, used: Mapping[int, tuple[int, int]] | None = None
-             ) -> int:
-    """The free GPUs whose NUMA node still has CPUs and memory to feed them.
-
-    A node feeds ``min(free pinnable CPUs / cpus_per_gpu, free MiB / memory_mb_per_gpu)``
-    GPUs (0 per GPU: no limit); its other free GPUs (the last by PCI address) drop out of
-    ``free``. ``used``: ``{cell id: (CPUs, MiB)}`` taken by a guest about to be placed.
-    """
-    if not cpus_per_gpu and not memory_mb_per_gpu:
-        return free
-    used = used or {}
-    for cell in topology.cells:
-        cpus, memory = used.get(cell.id, (0, 0))
-        limits = []
-        if cpus_per_gpu:
-            limits.append(int((cell.avail_pcpus - cpus) // cpus_per_gpu))
-        if memory_mb_per_gpu:
-            limits.append(int((cell.avail_memory - memory) // memory_mb_per_gpu))
-        fed = max(0, min(limits))
-        local = [i for i in gpus.members(free) if gpus.nodes[i] == cell.id]
-        for i in local[fed:]:
-            free &= ~(1 << i)
-    return free
-
-
-def guest_usage(request: Any, cells: Sequence[int] | None) -> dict[int, tuple[int, int]]:
-    """``{host cell: (pinned CPUs, MiB)}`` the guest takes on its host cells (none: floating)."""
-    usage: dict[int, tuple[int, int]] = {}
-    for guest, cell in zip(request.guest_numa, cells or (), strict=False):
-        cpus, memory = usage.get(cell, (0, 0))
-        usage[cell] = (cpus + len(guest.pcpuset), memory + guest.memory)
-    return usage

@@ -1,38 +1,63 @@
-"""weigher_gpu_fragmentation: prefer the host where the request leaves the free GPUs most useful.
+"""weigher_gpu_fragmentation: prefer the host where the request strands the fewest free GPUs.
 
-Rule: the usefulness U of a host's free GPUs is the expected number of them that can
-serve a request whose size is drawn from ``request_sizes`` ({GPUs: share}). A free GPU
-serves a request of k GPUs when it lies in a set of k free GPUs pairwise joined at
-``min_link`` or better (default ``numa_node``: NVLink/NVSwitch, one PCIe switch or one
-NUMA node), spanning no more NUMA nodes than a guest of k GPUs has cells under Nova's
-default ``legacy`` PCI NUMA policy (``numa_span``), and - with ``cpus_per_gpu`` /
-``memory_mb_per_gpu`` - on a node with the free pinnable CPUs and memory to feed it
-(:meth:`cortex.plugins.gpu_sets.GpuMap.usefulness`). The raw weight is ``-(U before -
-U after) / (k * scale)``, the loss per requested GPU, the GPUs (and CPUs) taken being
-those nova-compute is predicted to claim (:mod:`cortex.plugins.device_choice`). So a
-1-GPU request goes to a half-used 8-GPU NVSwitch host, not a fully free one, and takes
-a GPU that completes no NVLink pair or NUMA node rather than breaking one. For vGPU
-requests (time-sliced vGPU hosts) U counts free vGPU capacity, in GPUs, on GPUs with
-room for a request drawn from ``vgpu_sizes`` ({vGPUs: share}), and the loss is per GPU
-asked for. This is the fragmentation measure of Weng et al., "Beware of Fragmentation:
-Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent" (USENIX ATC '23)
-used as a weigher; Nova's PCIWeigher only stacks by the count of free devices. Hosts
-without a topology report weigh 0. Invert: a negative multiplier spreads instead.
+Rule: the fragmentation gradient of Weng et al., "Beware of Fragmentation: Scheduling
+GPU-Sharing Workloads with Fragmentation Gradient Descent" (USENIX ATC '23), with Nova's
+device and NUMA rules. A host's fragmentation F is the expected free GPU capacity, in
+GPUs, that cannot serve the next request, its size drawn from a configured distribution:
+
+* passthrough GPUs (``request_sizes``, {GPUs: share}): a free GPU serves k GPUs when it
+  lies in a set of k free GPUs pairwise joined at ``min_link`` or better (default
+  ``numa_node``: NVLink/NVSwitch, one PCIe switch or one NUMA node) spanning no more NUMA
+  nodes than such a guest has cells under Nova's ``legacy`` PCI NUMA policy (``numa_span``);
+* time-sliced vGPUs (``vgpu_sizes``, {vGPUs: share}): a GPU's free vGPUs serve s vGPUs
+  when there are s of them (Placement has one VGPU provider per GPU);
+* MIG (``mig_sizes``, {compute slices: share}): a GPU's free slices serve s slices when
+  one of its free MIG instances has s slices or more, or, with ``mig_repartition``, when
+  none of its instances is in use (an operator or MIG manager can re-partition it).
+
+Feeding: a GPU serves nobody without CPUs and memory next to it. ``cpus_per_gpu`` and
+``memory_mb_per_gpu`` (default 8 CPUs and 32 GiB, a typical GPU flavor's share; ``null``
+takes the request's own per GPU asked, which placed fewer Alibaba trace tasks before
+the first rejection than the fixed share; 0 turns a limit off) cap the free GPU
+capacity a host can feed: per NUMA node for a guest with a NUMA topology (free
+pinnable CPUs for pinned guests, free shared capacity at the allocation ratio otherwise;
+free memory of the cell), per host for the others (Placement's free PCPU or VCPU and
+MEMORY_MB). Capacity beyond the cap, the last GPUs by PCI address, counts whole as
+fragment, so a request that eats the CPUs of a node with free GPUs weighs less.
+
+The raw weight is ``-(F after - F before) / (GPUs asked * scale)``, with the GPUs, vGPU
+parent or MIG instances and CPUs taken being those nova-compute is predicted to claim
+(:mod:`cortex.plugins.device_choice`): negative when the request breaks capacity that
+could serve bigger requests (a fully free 8-GPU NVSwitch host for a 1-GPU request, an
+NVLink pair, a whole NUMA node or MIG GPU), positive when it consumes capacity that was a
+fragment anyway. Nova's PCIWeigher only stacks by the count of free devices. Hosts
+without a topology report, or whose claim cannot be predicted, weigh 0. With static MIG
+partitions (``mig_repartition: false``) every host loses the same, so the weigher does
+not separate them: the partitioning, not the placement, fragments such GPUs. Invert: a
+negative multiplier spreads instead.
 """
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from cortex.knowledge.topology import HostTopology
 from cortex.plugins.base import Weigher
 from cortex.plugins.device_choice import CLAIMS, vgpu_parent, vgpu_slots
-from cortex.plugins.gpu_locality import fed_mask, gpu_count, guest_usage
-from cortex.plugins.gpu_sets import LEVELS, gpu_map, vgpu_usefulness
+from cortex.plugins.gpu_locality import gpu_count, is_pinned
+from cortex.plugins.gpu_sets import LEVELS, GpuMap, gpu_map
 from cortex.plugins.registry import register
 from cortex.plugins.topology import allocation_ratios, vgpu_requests
 
+Sizes = tuple[tuple[int, float], ...]
+_SLICES = re.compile(r"^(\d+)g\.")
 
-def _sizes(table: dict[str, float], name: str) -> tuple[tuple[int, float], ...]:
+
+def _sizes(table: Mapping[str, float], name: str) -> Sizes:
     """``{"k": share}`` as ``((k, probability), ...)``; ValueError when malformed."""
     if not all(k.isdigit() and int(k) > 0 for k in table):
         raise ValueError(f"{name}: keys are counts (\"1\", \"2\", ...)")
@@ -44,36 +69,80 @@ def _sizes(table: dict[str, float], name: str) -> tuple[tuple[int, float], ...]:
 
 @dataclass(frozen=True)
 class GpuFragmentationOptions:
-    """Request size shares, the pair level and NUMA span a set needs, feeding, ``scale`` > 0.
+    """Request size shares per device kind, the pair level and NUMA span, feeding, ``scale``.
 
-    ``packing_host_numa_cells``: Nova's ``[compute] packing_host_numa_cells_allocation_strategy``
-    on the computes, for the prediction.
+    ``cpus_per_gpu``/``memory_mb_per_gpu``: None takes the request's own per GPU, 0 turns
+    the limit off. ``packing_host_numa_cells``: Nova's ``[compute]
+    packing_host_numa_cells_allocation_strategy`` on the computes, for the prediction.
     """
 
     request_sizes: dict[str, float] = field(
         default_factory=lambda: {"1": 0.4, "2": 0.2, "4": 0.2, "8": 0.2})
-    vgpu_sizes: dict[str, float] = field(default_factory=lambda: {"1": 0.5, "2": 0.3,
-                                                                    "4": 0.2})
+    vgpu_sizes: dict[str, float] = field(
+        default_factory=lambda: {"1": 0.5, "2": 0.3, "4": 0.2})
+    mig_sizes: dict[str, float] = field(
+        default_factory=lambda: {"1": 0.4, "2": 0.2, "3": 0.2, "4": 0.1, "7": 0.1})
+    mig_repartition: bool = True
     min_link: str = "numa_node"
     numa_span: bool = True
-    cpus_per_gpu: float = 0.0
-    memory_mb_per_gpu: float = 0.0
-    scale: float = 2.0
+    cpus_per_gpu: float | None = 8.0
+    memory_mb_per_gpu: float | None = 32768.0
+    scale: float = 1.0
     packing_host_numa_cells: bool = False
 
     def __post_init__(self) -> None:
         """Sizes are positive counts with shares >= 0 (not all 0); a known level; scale > 0."""
-        _sizes(self.request_sizes, "request_sizes")
-        _sizes(self.vgpu_sizes, "vgpu_sizes")
+        for name in ("request_sizes", "vgpu_sizes", "mig_sizes"):
+            _sizes(getattr(self, name), name)
         if self.min_link not in LEVELS:
             raise ValueError(f"min_link must be one of {', '.join(LEVELS)}")
-        if self.scale <= 0 or self.cpus_per_gpu < 0 or self.memory_mb_per_gpu < 0:
+        if self.scale <= 0 or (self.cpus_per_gpu or 0) < 0 or (self.memory_mb_per_gpu or 0) < 0:
             raise ValueError("scale must be > 0, cpus_per_gpu and memory_mb_per_gpu >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Feed:
+    """What one GPU (unit of capacity) needs to be usable: CPUs and MiB (0: no limit)."""
+
+    cpus: float
+    memory_mb: float
+
+    @property
+    def off(self) -> bool:
+        """Whether neither CPUs nor memory limit the GPUs."""
+        return not self.cpus and not self.memory_mb
+
+    def units(self, cpus: float, memory_mb: float) -> float:
+        """GPUs that ``cpus`` free CPUs and ``memory_mb`` free MiB can feed (inf: no limit)."""
+        limits = []
+        if self.cpus:
+            limits.append(max(0.0, cpus) / self.cpus)
+        if self.memory_mb:
+            limits.append(max(0.0, memory_mb) / self.memory_mb)
+        return min(limits) if limits else math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class SharedGpu:
+    """A vGPU or MIG GPU: ``free`` of ``total`` units, ``usable`` of them fed, ``largest`` servable.
+
+    Units are vGPUs (time-sliced) or compute slices (MIG). ``usable`` None: all free ones.
+    """
+
+    free: float
+    total: float
+    largest: float
+    usable: float | None = None
+
+    def capped(self, usable: float) -> SharedGpu:
+        """The same GPU with only ``usable`` of its free units fed."""
+        usable = min(self.free, usable)
+        return SharedGpu(self.free, self.total, min(self.largest, usable), usable)
 
 
 @register
 class GpuFragmentationWeigher(Weigher):
-    """Minus the usefulness the request's GPUs take from the host, per GPU."""
+    """Minus the fragmentation the request adds to the host, per GPU asked."""
 
     name = "weigher_gpu_fragmentation"
     Options = GpuFragmentationOptions
@@ -82,47 +151,236 @@ class GpuFragmentationWeigher(Weigher):
         super().__init__(options)
         self.sizes = _sizes(self.options.request_sizes, "request_sizes")
         self.vgpu_sizes = _sizes(self.options.vgpu_sizes, "vgpu_sizes")
+        self.mig_sizes = _sizes(self.options.mig_sizes, "mig_sizes")
 
     def applies(self, request) -> bool:
-        """Only for requests of passthrough GPUs or vGPUs."""
+        """Only for requests of passthrough GPUs or vGPUs (MIG included)."""
         return gpu_count(request) > 0 or bool(vgpu_requests(request))
 
     def weigh(self, host, request, candidate) -> float:
-        """``-(U before - U after) / (GPUs asked * scale)``; 0 without a report."""
+        """``-(F after - F before) / (GPUs asked * scale)``; 0 without a report or claim."""
         topology = host.topology
         if topology is None or not topology.gpus:
             return 0.0
-        if gpu_count(request) == 0:
-            return self._vgpu(host, request)
-        options = self.options
-        claim = CLAIMS.get(topology, request, allocation_ratios(host, candidate),
-                           options.packing_host_numa_cells)
-        if claim is None:
+        if gpu_count(request):
+            change = self._passthrough(host, request, candidate)
+        else:
+            change = self._shared(host, request, candidate)
+        if change is None:
             return 0.0
+        before, after, asked = change
+        return -(after - before) / (asked * self.options.scale)
+
+    def feed(self, request, asked: float) -> Feed:
+        """CPUs and MiB one GPU needs: the options, else the request's own per GPU asked."""
+        cpus, memory = self.options.cpus_per_gpu, self.options.memory_mb_per_gpu
+        flavor = request.flavor
+        return Feed(flavor.vcpus / asked if cpus is None else cpus,
+                    flavor.memory_mb / asked if memory is None else memory)
+
+    # -- passthrough GPUs -------------------------------------------------------------------
+
+    def _passthrough(self, host, request, candidate) -> tuple[float, float, float] | None:
+        """``(F before, F after, GPUs asked)`` for whole GPUs; None when no claim is predicted."""
+        topology = host.topology
+        ratios = allocation_ratios(host, candidate)
+        claim = CLAIMS.get(topology, request, ratios, self.options.packing_host_numa_cells)
+        if claim is None or not claim.devices:
+            return None
         gpus = gpu_map(topology)
         free = gpus.mask(g.pci_address for g in topology.free_gpus)
         after = free & ~gpus.mask(claim.devices)
-        feed = (options.cpus_per_gpu, options.memory_mb_per_gpu)
-        before = fed_mask(topology, gpus, free, *feed)
-        after = fed_mask(topology, gpus, after, *feed, guest_usage(request, claim.cells))
-        level, span = options.min_link, options.numa_span
-        loss = gpus.usefulness(before, self.sizes, level, span) - gpus.usefulness(
-            after, self.sizes, level, span)
-        return -loss / (max(1, len(claim.devices)) * options.scale)
+        feed = self.feed(request, len(claim.devices))
+        if feed.off:
+            fed_before, fed_after = free, after
+        elif request.guest_numa:
+            pinned = is_pinned(request)
+            fed_before = fed_per_cell(topology, gpus, free, feed, pinned, ratios[0])
+            fed_after = fed_per_cell(topology, gpus, after, feed, pinned, ratios[0],
+                                     guest_cell_usage(request, claim.cells))
+        else:
+            cpus, memory = host_room(host, candidate, is_pinned(request))
+            fed_before = fed_first(gpus, free, feed.units(cpus, memory))
+            fed_after = fed_first(gpus, after, feed.units(cpus - request.flavor.vcpus,
+                                                          memory - request.flavor.memory_mb))
+        return (self._fragment(gpus, free, fed_before), self._fragment(gpus, after, fed_after),
+                float(len(claim.devices)))
 
-    def _vgpu(self, host, request) -> float:
-        """The vGPU case: loss of vGPU capacity able to serve ``vgpu_sizes``, per GPU asked."""
-        slots = vgpu_slots(host)
-        count = sum(r.count for r in vgpu_requests(request))
-        if not slots or not count:
-            return 0.0
-        free = [slots - g.vgpus_in_use for g in host.topology.gpus
-                if g.virtualization_mode == "host_vgpu" and g.mig_mode != "enabled"]
-        parent = vgpu_parent(free, count)
-        if parent is None:
-            return 0.0
-        after = list(free)
-        after[parent] -= count
-        loss = vgpu_usefulness(free, self.vgpu_sizes, slots) - vgpu_usefulness(
-            after, self.vgpu_sizes, slots)
-        return -loss / (count / slots * self.options.scale)
+    def _fragment(self, gpus: GpuMap, free: int, fed: int) -> float:
+        """Free GPUs minus the expected number of fed ones serving a request of ``sizes``."""
+        options = self.options
+        return bin(free).count("1") - gpus.usefulness(fed, self.sizes, options.min_link,
+                                                       options.numa_span)
+
+    # -- vGPUs and MIG ----------------------------------------------------------------------
+
+    def _shared(self, host, request, candidate) -> tuple[float, float, float] | None:
+        """``(F before, F after, GPUs asked)`` for time-sliced vGPUs or MIG instances."""
+        wanted = vgpu_requests(request)
+        topology = host.topology
+        profile = next((r.mig_profile for r in wanted if r.mig_profile), None)
+        count = sum(r.count for r in wanted)
+        if profile is None and topology.time_sliced_vgpu:
+            change = time_sliced_change(host, count)
+            sizes = self.vgpu_sizes
+        else:
+            change = mig_change(topology, profile, count, self.options.mig_repartition)
+            sizes = self.mig_sizes
+        if change is None:
+            return None
+        before, after, asked = change
+        feed = self.feed(request, asked)
+        if not feed.off:
+            cpus, memory = host_room(host, candidate, is_pinned(request))
+            before = fed_shared(before, feed.units(cpus, memory))
+            after = fed_shared(after, feed.units(cpus - request.flavor.vcpus,
+                                                 memory - request.flavor.memory_mb))
+        return shared_fragment(before, sizes), shared_fragment(after, sizes), asked
+
+
+def time_sliced_change(host: Any, count: int
+                       ) -> tuple[list[SharedGpu], list[SharedGpu], float] | None:
+    """Time-sliced vGPU GPUs before and after ``count`` vGPUs land, in vGPU units.
+
+    The parent is the first GPU with room (:func:`cortex.plugins.device_choice.vgpu_parent`);
+    the third value is the GPUs asked (``count / vGPUs per GPU``). None: no room or no slots.
+    """
+    slots = vgpu_slots(host)
+    if not slots or not count:
+        return None
+    free = [slots - g.vgpus_in_use for g in host.topology.gpus
+            if g.virtualization_mode == "host_vgpu" and g.mig_mode != "enabled"]
+    parent = vgpu_parent(free, count)
+    if parent is None:
+        return None
+    before = [SharedGpu(f, slots, f) for f in free]
+    after = list(before)
+    left = free[parent] - count
+    after[parent] = SharedGpu(left, slots, left)
+    return before, after, count / slots
+
+
+def mig_slices(profile: str, memory_slices: int = 0) -> int:
+    """Compute slices of a MIG profile name (``3g.40gb`` -> 3); ``memory_slices`` if unnamed."""
+    found = _SLICES.match(profile)
+    return int(found.group(1)) if found else max(1, memory_slices)
+
+
+def mig_total(gpu: Any) -> int:
+    """A MIG GPU's size in slices: its instances' compute slices or placement span (>= 1)."""
+    instances = gpu.mig_instances
+    return max(1, sum(mig_slices(i.profile, i.placement_size) for i in instances),
+               max((i.placement_start + i.placement_size for i in instances), default=0))
+
+
+def mig_change(topology: HostTopology, profile: str | None, count: int, repartition: bool
+               ) -> tuple[list[SharedGpu], list[SharedGpu], float] | None:
+    """MIG GPUs before and after ``count`` instances of ``profile`` (None: any free) are taken.
+
+    Units are compute slices (:func:`mig_slices`); the third value is the GPUs asked
+    (slices over the GPU's size). Instances are taken GPU after GPU in PCI address order,
+    as Nova takes the first allocation candidate Placement lists (one provider per MIG
+    instance type and GPU). None when the host lacks the instances.
+    """
+    mig_gpus = [g for g in topology.gpus if g.mig_mode == "enabled" and g.mig_instances]
+    if not mig_gpus or not count:
+        return None
+    free = {g.pci_address: {i.id for i in g.mig_instances if not i.in_use} for g in mig_gpus}
+    after = {address: set(ids) for address, ids in free.items()}
+    taken, asked = 0, 0.0
+    for gpu in mig_gpus:
+        for instance in gpu.mig_instances:
+            if taken < count and instance.id in after[gpu.pci_address] and (
+                    profile is None or instance.profile == profile):
+                after[gpu.pci_address].discard(instance.id)
+                taken += 1
+                asked += mig_slices(instance.profile, instance.placement_size) / mig_total(gpu)
+    if taken < count:
+        return None
+    return mig_state(mig_gpus, free, repartition), mig_state(mig_gpus, after, repartition), asked
+
+
+def mig_state(gpus: Sequence[Any], free_ids: Mapping[str, set[int]], repartition: bool
+              ) -> list[SharedGpu]:
+    """Each MIG GPU's free slices and the largest request it serves (:class:`SharedGpu`)."""
+    states = []
+    for gpu in gpus:
+        free = [i for i in gpu.mig_instances if i.id in free_ids[gpu.pci_address]]
+        slices = [mig_slices(i.profile, i.placement_size) for i in free]
+        total = mig_total(gpu)
+        whole = repartition and len(free) == len(gpu.mig_instances)
+        states.append(SharedGpu(sum(slices), total, total if whole else max(slices, default=0)))
+    return states
+
+
+def fed_shared(gpus: Sequence[SharedGpu], fed: float) -> list[SharedGpu]:
+    """``gpus`` with only ``fed`` GPUs of capacity usable, the first GPUs first."""
+    result = []
+    for gpu in gpus:
+        usable = max(0.0, min(gpu.free, math.floor(fed * gpu.total + 1e-9)))
+        result.append(gpu.capped(usable))
+        fed -= usable / gpu.total
+    return result
+
+
+def shared_fragment(gpus: Sequence[SharedGpu], sizes: Sizes) -> float:
+    """Free capacity, in GPUs, that a request drawn from ``sizes`` (in units) cannot use.
+
+    A GPU's fed units serve a request of ``s`` units when ``largest >= s``; all other free
+    capacity, unfed units included, is fragment (Weng et al.'s measure for GPU fractions).
+    """
+    free = sum(g.free / g.total for g in gpus)
+    useful = sum(p * sum((g.free if g.usable is None else g.usable) / g.total
+                         for g in gpus if g.largest >= s) for s, p in sizes)
+    return free - useful
+
+
+def fed_first(gpus: GpuMap, free: int, fed: float) -> int:
+    """``free`` keeping only the first ``fed`` GPUs by PCI address (the rest unfed)."""
+    keep = max(0, math.floor(fed + 1e-9))
+    mask = 0
+    for i in gpus.members(free)[:keep]:
+        mask |= 1 << i
+    return mask
+
+
+def fed_per_cell(topology: HostTopology, gpus: GpuMap, free: int, feed: Feed, pinned: bool,
+                 cpu_ratio: float, used: Mapping[int, tuple[int, int]] | None = None) -> int:
+    """``free`` keeping on each NUMA node only the GPUs its free CPUs and memory feed.
+
+    Free CPUs are pinnable ones for pinned guests, shared capacity (``len(cpuset) *
+    cpu_ratio - cpu_usage``) otherwise. ``used``: ``{cell: (CPUs, MiB)}`` a guest about
+    to land takes. GPUs of an unknown node are kept.
+    """
+    used = used or {}
+    for cell in topology.cells:
+        cpus, memory = used.get(cell.id, (0, 0))
+        room = cell.avail_pcpus if pinned else len(cell.cpuset) * cpu_ratio - cell.cpu_usage
+        keep = math.floor(feed.units(room - cpus, cell.avail_memory - memory) + 1e-9) \
+            if not feed.off else len(gpus.addresses)
+        local = [i for i in gpus.members(free) if gpus.nodes[i] == cell.id]
+        for i in local[max(0, keep):]:
+            free &= ~(1 << i)
+    return free
+
+
+def guest_cell_usage(request: Any, cells: Sequence[int] | None) -> dict[int, tuple[int, int]]:
+    """``{host cell: (CPUs, MiB)}`` the guest takes on its host cells (none: floating)."""
+    usage: dict[int, tuple[int, int]] = {}
+    for guest, cell in zip(request.guest_numa, cells or (), strict=False):
+        cpus, memory = usage.get(cell, (0, 0))
+        usage[cell] = (cpus + len(guest.pcpuset) + len(guest.cpuset), memory + guest.memory)
+    return usage
+
+
+def host_room(host: Any, candidate: Any, pinned: bool) -> tuple[float, float]:
+    """``(free CPUs, free MiB)`` of the host in Placement: PCPU (pinned) or VCPU, MEMORY_MB."""
+    nodes = host.nodes_named(candidate.nodes) or host.all_nodes
+    cpus = memory = 0.0
+    for node in nodes[:1]:
+        inventories = node.inventories
+        cpu = inventories.get("PCPU" if pinned else "VCPU")
+        ram = inventories.get("MEMORY_MB")
+        cpus += cpu.free if cpu is not None else 0.0
+        memory += ram.free if ram is not None else 0.0
+    return cpus, memory
