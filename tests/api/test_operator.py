@@ -125,7 +125,7 @@ def test_simulate_returns_every_step_and_records_nothing(client, app):
     answer = response.get_json()
     external = post(client, "nova", body).get_json()
     assert answer["hosts"] == external["hosts"]
-    assert answer["pipeline"] == "kvm-gpu-bin-packing" and answer["recorded"] is False
+    assert answer["pipeline"] == "kvm-gpu-topology-aware" and answer["recorded"] is False
     assert answer["decision_id"] is None and "x-cortex-decision-id" not in response.headers
     assert [s["name"] for s in answer["steps"]][0] == "filter_host_instructions"
     assert answer["explanation"]["winner"] == answer["hosts"][0]
@@ -158,11 +158,13 @@ def test_simulate_another_pipeline_and_changed_multiplier(client):
         assert step["scaled"][host] == pytest.approx(3.0 * math.tanh(raw))
     other = simulate(client, "nova", body, "?pipeline=kvm-general-purpose-load-balancing")
     assert other.get_json()["pipeline"] == "kvm-general-purpose-load-balancing"
+    general = next(s["name"] for s in other.get_json()["steps"] if s["kind"] == "weigher")
     in_body = copy.deepcopy(body)
     in_body["simulate"] = {"pipeline": "kvm-general-purpose-load-balancing",
-                           "multipliers": {weigher["name"]: 3}}
-    assert simulate(client, "nova", in_body).get_json()["pipeline"] == \
-        "kvm-general-purpose-load-balancing"
+                           "multipliers": {general: 3}}
+    answer = simulate(client, "nova", in_body).get_json()
+    assert answer["pipeline"] == "kvm-general-purpose-load-balancing"
+    assert next(s for s in answer["steps"] if s["name"] == general)["multiplier"] == 3.0
 
 
 def test_simulate_option_override_changes_what_a_filter_removes(client):
@@ -223,7 +225,7 @@ def test_metrics_count_steps_removals_and_reordering(client):
     for _ in range(2):
         post(client, "nova", body)
     found = families(client)
-    pipeline = "kvm-gpu-bin-packing"
+    pipeline = "kvm-gpu-topology-aware"
     removed = samples(found["cortex_pipeline_hosts_removed"], pipeline=pipeline,
                       step="filter_has_enough_capacity")
     assert removed and removed[0].value >= 2 * 4  # four hosts without PCPU, twice
