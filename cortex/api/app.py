@@ -194,7 +194,7 @@ def create_app(conf: Config, engine: Engine | None = None,
     parsers = dict(PARSERS, nova=partial(NovaRequest.from_body, devices=_device_catalog(conf)))
     knowledge = KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
                                conf.get("database", "max_knowledge_age"),
-                               network_keys=network_keys(conf))
+                               network_keys=MetadataKeys.from_conf(conf))
     app_metrics.add_scrape_collector(KnowledgeCollector(knowledge, partial(sync_ages, engine)))
     app.extensions["cortex"] = Services(
         conf=conf, engine=engine, knowledge=knowledge,
@@ -215,12 +215,6 @@ def create_app(conf: Config, engine: Engine | None = None,
         app.wsgi_app = keystone_middleware(app.wsgi_app, conf)
     app.extensions["cortex"].knowledge.refresh()  # warm; a failure is retried per request
     return app
-
-
-def network_keys(conf: Config) -> MetadataKeys:
-    """The ``[network]`` aggregate metadata keys of a host's network location."""
-    return MetadataKeys(conf.get("network", "spine_key"), conf.get("network", "leaf_key"),
-                        conf.get("network", "block_key"), conf.get("network", "uplink_key"))
 
 
 def _device_catalog(conf: Config) -> DeviceCatalog:

@@ -45,6 +45,12 @@ class MetadataKeys:
     block: str = "topology:block"
     uplink_gbps: str = "topology:uplink_gbps"
 
+    @classmethod
+    def from_conf(cls, conf: Any) -> MetadataKeys:
+        """The keys of the ``[network]`` options of a cortex.conf.Config."""
+        return cls(*(conf.get("network", name)
+                     for name in ("spine_key", "leaf_key", "block_key", "uplink_key")))
+
 
 @dataclass(frozen=True, slots=True)
 class NetworkLocation:
@@ -199,7 +205,8 @@ def build_topology(aggregates_by_host: Mapping[str, Iterable[Any]],
                                            "source": SOURCE_FILE})
         info["spine"] = info["spine"] or leaf.get("spine")
         info["uplink"] = info["uplink"] or leaf.get("uplink_gbps")
-        info["adjacent"] = set(leaf.get("adjacent") or ())
+        if "adjacent" in leaf:
+            info["adjacent"] = set(leaf["adjacent"])
     return _assemble(locations, leaf_info, document)
 
 
