@@ -17,6 +17,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import UTC, datetime
 from types import MappingProxyType
+from typing import Any
 
 from sqlalchemy import Engine, delete, insert, select, text
 from sqlalchemy.exc import IntegrityError
@@ -34,8 +35,8 @@ def _aware(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def _reservation(row: models.InflightReservation) -> Reservation:
-    """Reservation of a row."""
+def _reservation(row: Any) -> Reservation:
+    """Reservation of an ``inflight_reservations`` row."""
     return Reservation(row.id, row.host, row.instance_uuid, row.group_id,
                        MappingProxyType({k: int(v) for k, v in (row.resources or {}).items()}),
                        tuple(row.gpus or ()), _aware(row.created_at), _aware(row.expires_at))
@@ -82,7 +83,7 @@ class ReservationStore:
                                    {"ns": LOCK_NAMESPACE, "host": host})
             rows = connection.execute(select(models.InflightReservation).where(
                 models.InflightReservation.host == host,
-                models.InflightReservation.expires_at > now)).scalars().all()
+                models.InflightReservation.expires_at > now)).all()
             reservation = check([_reservation(row) for row in rows])
             if reservation is None:
                 return None
