@@ -173,8 +173,34 @@ def reservations_prune(conf: config.Config, args) -> int:
     return 0
 
 
+def simulate_groups(conf: config.Config, args) -> int:
+    """Place synthetic groups of GPU VMs on leaf/spine fleets; print the domain table."""
+    from cortex.simulator.fleet import read_fleet as read_sim_fleet
+    from cortex.simulator.groups import GroupSpec, group_trace, replay_groups, table
+    from cortex.simulator.session import resolve_fleet
+
+    path = args.pipelines_file or conf.get("scheduler", "pipelines_file") or \
+        config.shipped_file("pipelines.yaml")
+    pipelines = load_pipelines(path)
+    for name in args.fleet:
+        fleet = read_sim_fleet(resolve_fleet(name))
+        spec = GroupSpec(groups=args.groups, load=args.load, seed=args.seed)
+        groups = group_trace(fleet, spec)
+        runs = []
+        for pipeline in (args.pipeline, *args.compare):
+            runs.append(replay_groups(fleet, groups, pipelines, pipeline, seed=args.seed))
+            print(f"{fleet.name}: {pipeline}: {runs[-1].calls} calls in "
+                  f"{runs[-1].wall_s:.1f} s", file=sys.stderr)
+        print(f"\n### fleet {fleet.name} ({len(fleet.hosts)} hosts, {fleet.gpus} GPUs), "
+              f"{len(groups)} groups (seed {spec.seed}, load {spec.load:g})\n")
+        print(table(runs, len(groups)))
+    return 0
+
+
 def simulate(conf: config.Config, args) -> int:
     """Replay a GPU trace through pipelines on simulated fleets; print tables, write plots."""
+    if args.trace == "groups":
+        return simulate_groups(conf, args)
     from cortex.simulator import report
     from cortex.simulator.session import SimulationSpec
     from cortex.simulator.session import simulate as run
@@ -276,7 +302,9 @@ def _simulate_parser(sub) -> None:
                      help="fleet file, Alibaba node CSV, or shipped fleet (hgx, mixed); "
                           "repeatable")
     sim.add_argument("--trace", required=True,
-                     help="trace file, Alibaba pod CSV, or 'synthetic'")
+                     help="trace file, Alibaba pod CSV, 'synthetic', or 'groups' (groups of "
+                          "2-16 GPU VMs on a fleet with a network topology, e.g. leafspine)")
+    sim.add_argument("--groups", type=int, default=200, help="groups: how many groups")
     sim.add_argument("--pipeline", required=True, help="the pipeline to measure")
     sim.add_argument("--compare", action="append", default=[], metavar="PIPELINE",
                      help="a pipeline to compare with (repeatable)")

@@ -149,7 +149,9 @@ class MemoryReservations:
                 del self._items[key]
         self._items[reservation.id] = reservation
 
-    def forget(self) -> None:
-        """Drop everything (the simulator between runs)."""
+    def drop(self, instance_uuids: Iterable[str]) -> None:
+        """Forget the reservations of these instances (the simulator deleted them)."""
+        gone = set(instance_uuids)
         with self._lock:
-            self._items.clear()
+            for key in [k for k, r in self._items.items() if r.instance_uuid in gone]:
+                del self._items[key]
