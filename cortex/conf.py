@@ -95,6 +95,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("scheduler", "decision_retention_days", float, 30.0,
            "Decisions older than this are pruned by 'cortex-manage decisions prune' "
            "and by the writer once an hour."),
+    Option("scheduler", "reservation_ttl", float, 300.0,
+           "Seconds an in-flight reservation (what Cortex just promised a Nova call) counts "
+           "as used capacity unless the synced knowledge shows its instance sooner; keep "
+           "it above the Nova and Placement sync intervals. 0: no reservations."),
+    Option("network", "spine_key", str, "topology:spine",
+           "Aggregate metadata key naming the spine of the aggregate's hosts."),
+    Option("network", "leaf_key", str, "topology:leaf",
+           "Aggregate metadata key naming the leaf (top-of-rack switch) of the aggregate's "
+           "hosts; an aggregate with it places its hosts before the topology file does."),
+    Option("network", "block_key", str, "topology:block",
+           "Aggregate metadata key naming the NVLink/NVL block of the aggregate's hosts."),
+    Option("network", "uplink_key", str, "topology:uplink_gbps",
+           "Aggregate metadata key giving the leaf's uplink bandwidth in Gbit/s."),
     Option("gpu", "pci_alias", str, "",
            "PCI aliases, the same JSON as Nova's [pci] alias (one object, or a list of "
            "objects on one line): name, vendor_id, product_id, device_type, numa_policy. "

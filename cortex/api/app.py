@@ -26,6 +26,7 @@ from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
 from cortex.api.freshness import healthcheck_detail, sync_ages
 from cortex.api.metrics import ApiMetrics, KnowledgeCollector
+from cortex.api.network import list_reservations, show_network_topology
 from cortex.api.scheduler import external
 from cortex.api.schema import RequestValidator, load_openapi
 from cortex.api.simulate import simulate
@@ -35,6 +36,8 @@ from cortex.db.engine import make_engine
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeCache, KnowledgeUnavailable
 from cortex.knowledge.decisions import DecisionStore, DecisionWriter
+from cortex.knowledge.network import MetadataKeys
+from cortex.knowledge.reservation_store import ReservationStore
 from cortex.pipeline.config import PipelineSet, load_pipelines
 from cortex.pipeline.explain import explain
 from cortex.request import PARSERS, NovaRequest
@@ -56,6 +59,7 @@ class Services:
     decision_store: DecisionStore
     metrics: ApiMetrics
     authorizer: Authorizer
+    reservations: ReservationStore
     parsers: dict[str, Callable[[Any], Any]] = field(default_factory=lambda: dict(PARSERS))
 
 
@@ -142,6 +146,8 @@ ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
     "/v1/decisions/<decision_id>": {"GET": (show_decision, "reader")},
     "/v1/topology/<host>": {"POST": (post_topology, "agent"), "GET": (show_topology, "reader")},
     "/v1/decisions/<decision_id>/explanation": {"GET": (show_explanation, "reader")},
+    "/v1/network-topology": {"GET": (show_network_topology, "reader")},
+    "/v1/reservations": {"GET": (list_reservations, "reader")},
     "/v1/scheduler/nova/simulate": {"POST": (partial(simulate, "nova"), "reader")},
     "/v1/scheduler/cinder/simulate": {"POST": (partial(simulate, "cinder"), "reader")},
     "/v1/scheduler/manila/simulate": {"POST": (partial(simulate, "manila"), "reader")},
@@ -187,13 +193,14 @@ def create_app(conf: Config, engine: Engine | None = None,
     atexit.register(writer.close)
     parsers = dict(PARSERS, nova=partial(NovaRequest.from_body, devices=_device_catalog(conf)))
     knowledge = KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
-                               conf.get("database", "max_knowledge_age"))
+                               conf.get("database", "max_knowledge_age"),
+                               network_keys=MetadataKeys.from_conf(conf))
     app_metrics.add_scrape_collector(KnowledgeCollector(knowledge, partial(sync_ages, engine)))
     app.extensions["cortex"] = Services(
         conf=conf, engine=engine, knowledge=knowledge,
         pipelines=pipelines, validator=RequestValidator(load_openapi()), decisions=writer,
         decision_store=DecisionStore(engine), metrics=app_metrics, authorizer=authorizer,
-        parsers=parsers)
+        reservations=ReservationStore(engine), parsers=parsers)
     for path, handlers in ROUTES.items():
         if any(policy not in POLICIES for _, policy in handlers.values()):
             raise ValueError(f"route {path}: unknown policy")

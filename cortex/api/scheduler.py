@@ -14,12 +14,14 @@ from flask import current_app, g, jsonify, request
 from cortex.api.errors import ApiError
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeUnavailable
+from cortex.knowledge.reservations import with_reservations
 from cortex.knowledge.topology_picture import can_place_connected, picture
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
 from cortex.pipeline.config import Pipeline
 from cortex.pipeline.engine import PipelineResult, StepFailed, run_pipeline
 from cortex.pipeline.explain import first_choice
+from cortex.pipeline.reservations import promise_first
 from cortex.request import BadRequest
 
 LOG = logging.getLogger(__name__)
@@ -73,13 +75,14 @@ def external(service: str):
 
 
 def schedule(cortex: Any, service: str, body: Any, record: dict[str, Any], started: float,
-             choose: Callable[[Any], Pipeline] | None = None,
+             choose: Callable[[Any], Pipeline] | None = None, promise: bool = True,
              ) -> tuple[Any, KnowledgeView, PipelineResult]:
     """Validate, parse, choose the pipeline and run it; fill ``record`` on the way.
 
     ``choose(request)`` picks the pipeline (default: the configured rules) and may
-    raise ApiError. Returns ``(request, view, result)``; raises ApiError 400/503 as
-    the contract says.
+    raise ApiError. The pipeline sees the in-flight reservations; with ``promise`` the
+    answer's first host is re-checked and reserved (:mod:`cortex.pipeline.reservations`).
+    Returns ``(request, view, result)``; raises ApiError 400/503 as the contract says.
     """
     errors = cortex.validator.errors(service, body)
     if errors:
@@ -102,15 +105,37 @@ def schedule(cortex: Any, service: str, body: Any, record: dict[str, Any], start
         view = cortex.knowledge.view()
     except KnowledgeUnavailable as exc:
         raise ApiError(503, f"knowledge unavailable: {exc}") from None
+    now = datetime.now(UTC)
+    overlaid = _with_reservations(cortex, parsed, view, now)
     try:
         budget = cortex.conf.get("scheduler", "request_time_budget")
-        result = run_pipeline(pipeline, parsed, view,
+        result = run_pipeline(pipeline, parsed, overlaid,
                               cortex.conf.get("scheduler", "unknown_host_policy"),
                               deadline=started + budget if budget else None)
     except StepFailed as exc:
         raise ApiError(503, str(exc), code="cortex.step_failed") from None
+    if promise:
+        result = promise_first(pipeline, parsed, view, overlaid, result, cortex.reservations,
+                               cortex.conf.get("scheduler", "reservation_ttl"), now)
     record.update(_result_fields(result, view.version))
     return parsed, view, result
+
+
+def _with_reservations(cortex: Any, request: Any, view: KnowledgeView,
+                       now: datetime) -> KnowledgeView:
+    """``view`` with the in-flight reservations counted (Nova only; ``view`` when off or failing).
+
+    A database failure here is logged and the call goes on without them, as the
+    knowledge view itself keeps serving through an outage.
+    """
+    if request.service != "nova" or not cortex.conf.get("scheduler", "reservation_ttl"):
+        return view
+    try:
+        active = cortex.reservations.active(now)
+    except Exception as exc:  # noqa: BLE001 - database trouble must not fail the answer
+        LOG.warning("in-flight reservations unreadable, not counted: %r", exc)
+        return view
+    return with_reservations(view, active, now, request.instance_uuid)
 
 
 def observe(metrics: Any, record: dict[str, Any], parsed: Any, view: KnowledgeView,

@@ -1,4 +1,4 @@
-"""cortex-manage: database, fleet, configuration, plugins, decision log; the simulator."""
+"""cortex-manage: database, fleet, network topology, config, plugins, decisions, simulator."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import inspect
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from cortex import conf as config
@@ -13,6 +14,10 @@ from cortex.db import migrate
 from cortex.db.engine import make_engine
 from cortex.knowledge.decisions import DecisionStore
 from cortex.knowledge.fleet import FleetError, import_fleet, read_fleet
+from cortex.knowledge.loader import load_view
+from cortex.knowledge.network import MetadataKeys, NetworkTopologyError, read_topology_file
+from cortex.knowledge.network_store import store_topology
+from cortex.knowledge.reservation_store import ReservationStore
 from cortex.pipeline.config import PipelineConfigError, load_pipelines
 from cortex.pipeline.explain import explain, render_text
 from cortex.plugins.base import describe_options
@@ -122,8 +127,80 @@ def explain_decision(conf: config.Config, args) -> int:
     return 0
 
 
+def network_load(conf: config.Config, args) -> int:
+    """Replace the stored topology file with ``args.file``, in one transaction."""
+    document = read_topology_file(args.file)
+    engine = make_engine(conf.database_url)
+    with engine.begin() as connection:
+        counts = store_topology(connection, document)
+    print("loaded " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+    return 0
+
+
+def network_show(conf: config.Config, args) -> int:
+    """Print every host's network location with its source, as the scheduler sees it."""
+    view = load_view(make_engine(conf.database_url),
+                     network_keys=MetadataKeys.from_conf(conf))
+    document = view.network.as_dict()
+    if args.json:
+        print(json.dumps(document, indent=2))
+        return 0
+    print(f"{'host':<24} {'spine':<12} {'leaf':<12} {'block':<10} source")
+    for row in document["hosts"]:
+        print(f"{row['host']:<24} {row['spine'] or '-':<12} {row['leaf']:<12} "
+              f"{row['block'] or '-':<10} {row['source']}")
+    for leaf in document["leaves"]:
+        print(f"leaf {leaf['name']}: spine {leaf['spine'] or '-'}, {len(leaf['hosts'])} hosts, "
+              f"uplink {leaf['uplink_gbps'] or '?'} Gbit/s, adjacent "
+              f"{', '.join(leaf['adjacent']) or '-'} ({leaf['source']})")
+    return 0
+
+
+def reservations_list(conf: config.Config, args) -> int:
+    """Print the unexpired in-flight reservations as JSON."""
+    found = ReservationStore(make_engine(conf.database_url)).active(datetime.now(UTC))
+    print(json.dumps([{"id": r.id, "host": r.host, "instance_uuid": r.instance_uuid,
+                       "group_id": r.group_id, "resources": dict(r.resources),
+                       "gpus": list(r.gpus), "expires_at": r.expires_at.isoformat()}
+                      for r in sorted(found, key=lambda r: r.created_at)], indent=2))
+    return 0
+
+
+def reservations_prune(conf: config.Config, args) -> int:
+    """Delete expired in-flight reservations."""
+    deleted = ReservationStore(make_engine(conf.database_url)).prune(datetime.now(UTC))
+    print(f"pruned {deleted} expired reservations")
+    return 0
+
+
+def simulate_groups(conf: config.Config, args) -> int:
+    """Place synthetic groups of GPU VMs on leaf/spine fleets; print the domain table."""
+    from cortex.simulator.fleet import read_fleet as read_sim_fleet
+    from cortex.simulator.groups import GroupSpec, group_trace, replay_groups, table
+    from cortex.simulator.session import resolve_fleet
+
+    path = args.pipelines_file or conf.get("scheduler", "pipelines_file") or \
+        config.shipped_file("pipelines.yaml")
+    pipelines = load_pipelines(path)
+    for name in args.fleet:
+        fleet = read_sim_fleet(resolve_fleet(name))
+        spec = GroupSpec(groups=args.groups, load=args.load, seed=args.seed)
+        groups = group_trace(fleet, spec)
+        runs = []
+        for pipeline in (args.pipeline, *args.compare):
+            runs.append(replay_groups(fleet, groups, pipelines, pipeline, seed=args.seed))
+            print(f"{fleet.name}: {pipeline}: {runs[-1].calls} calls in "
+                  f"{runs[-1].wall_s:.1f} s", file=sys.stderr)
+        print(f"\n### fleet {fleet.name} ({len(fleet.hosts)} hosts, {fleet.gpus} GPUs), "
+              f"{len(groups)} groups (seed {spec.seed}, load {spec.load:g})\n")
+        print(table(runs, len(groups)))
+    return 0
+
+
 def simulate(conf: config.Config, args) -> int:
     """Replay a GPU trace through pipelines on simulated fleets; print tables, write plots."""
+    if args.trace == "groups":
+        return simulate_groups(conf, args)
     from cortex.simulator import report
     from cortex.simulator.session import SimulationSpec
     from cortex.simulator.session import simulate as run
@@ -195,8 +272,27 @@ def build_parser() -> argparse.ArgumentParser:
     why.add_argument("--json", action="store_true", help="the explanation as JSON")
     why.add_argument("--hosts", type=int, default=10, help="ranked hosts to list (default 10)")
     why.set_defaults(func=explain_decision)
+    _network_parsers(sub)
     _simulate_parser(sub)
     return parser
+
+
+def _network_parsers(sub) -> None:
+    """The ``network`` and ``reservations`` sub-commands."""
+    network = sub.add_parser("network", help="leaf/spine network topology").add_subparsers(
+        dest="action", required=True)
+    load = network.add_parser("load", help="store a topology file (replaces the last one)")
+    load.add_argument("file")
+    load.set_defaults(func=network_load)
+    show = network.add_parser("show", help="hosts' network locations and their source")
+    show.add_argument("--json", action="store_true", help="the topology as JSON")
+    show.set_defaults(func=network_show)
+    held = sub.add_parser("reservations", help="in-flight reservations").add_subparsers(
+        dest="action", required=True)
+    held.add_parser("list", help="unexpired reservations as JSON").set_defaults(
+        func=reservations_list)
+    held.add_parser("prune", help="delete expired reservations").set_defaults(
+        func=reservations_prune)
 
 
 def _simulate_parser(sub) -> None:
@@ -206,7 +302,9 @@ def _simulate_parser(sub) -> None:
                      help="fleet file, Alibaba node CSV, or shipped fleet (hgx, mixed); "
                           "repeatable")
     sim.add_argument("--trace", required=True,
-                     help="trace file, Alibaba pod CSV, or 'synthetic'")
+                     help="trace file, Alibaba pod CSV, 'synthetic', or 'groups' (groups of "
+                          "2-16 GPU VMs on a fleet with a network topology, e.g. leafspine)")
+    sim.add_argument("--groups", type=int, default=200, help="groups: how many groups")
     sim.add_argument("--pipeline", required=True, help="the pipeline to measure")
     sim.add_argument("--compare", action="append", default=[], metavar="PIPELINE",
                      help="a pipeline to compare with (repeatable)")
@@ -238,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         conf = config.load(args.config_file)
         return args.func(conf, args)
-    except (config.ConfigError, FleetError, PipelineConfigError, SimulationError) as exc:
+    except (config.ConfigError, FleetError, PipelineConfigError, SimulationError,
+            NetworkTopologyError) as exc:
         print(f"cortex-manage: {exc}", file=sys.stderr)
         return 2
 

@@ -593,3 +593,58 @@ class SyncStatus(Base):
     changed: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
     owner: Mapped[str | None] = mapped_column(String(255))
     detail: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
+
+
+class NetworkDomain(Base):
+    """A leaf or spine of the network fabric, as the topology file states it (revision 0005).
+
+    ``kind`` is ``spine`` or ``leaf``; a leaf names its ``spine`` and optional NVL
+    ``block``; ``uplink_gbps`` is the domain's uplink bandwidth in Gbit/s (None:
+    unknown); ``adjacent`` lists the leaves the file calls adjacent (None: not stated,
+    meaning every leaf of the same spine). ``source`` says where the row came from
+    (``file``).
+    """
+
+    __tablename__ = "network_domains"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)
+    spine: Mapped[str | None] = mapped_column(String(255))
+    block: Mapped[str | None] = mapped_column(String(255))
+    uplink_gbps: Mapped[float | None] = mapped_column(Float)
+    adjacent: Mapped[list[str] | None] = mapped_column(JSONType)
+    source: Mapped[str] = mapped_column(String(32), nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
+class NetworkLocation(Base):
+    """A host's leaf from the topology file (its spine and block are the leaf's)."""
+
+    __tablename__ = "network_locations"
+
+    host: Mapped[str] = mapped_column(String(255), primary_key=True)
+    leaf: Mapped[str] = mapped_column(
+        ForeignKey("network_domains.name", ondelete="CASCADE"), nullable=False, index=True)
+    source: Mapped[str] = mapped_column(String(32), nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
+class InflightReservation(Base):
+    """Capacity Cortex promised and Placement does not show yet (see knowledge/reservations.py).
+
+    ``resources`` ``{RC: int}``, ``gpus`` ``[pci address]`` predicted by the PCI claim
+    model; ``group_id`` ties a multi-create's or server group's calls together. One row
+    per instance: a later call for the same instance replaces it.
+    """
+
+    __tablename__ = "inflight_reservations"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255), nullable=False, index=True)
+    instance_uuid: Mapped[str | None] = mapped_column(String(36), unique=True)
+    group_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    resources: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
+    gpus: Mapped[list[str]] = mapped_column(JSONType, nullable=False, default=list)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False,
+                                                 index=True)

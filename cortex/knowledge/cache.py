@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from cortex.knowledge.loader import load_view, read_version
+from cortex.knowledge.network import MetadataKeys
 from cortex.knowledge.view import KnowledgeView
 
 LOG = logging.getLogger(__name__)
@@ -35,8 +36,10 @@ class KnowledgeCache:
     """
 
     def __init__(self, engine: Engine, interval: float = 1.0, max_age: float = 0.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 network_keys: MetadataKeys | None = None) -> None:
         self._engine = engine
+        self._network_keys = network_keys
         self._interval = interval
         self._max_age = max_age
         self._clock = clock
@@ -86,7 +89,8 @@ class KnowledgeCache:
                 return
             current = self._view
             if force or current is None or read_version(self._engine) != current.version:
-                self._view = load_view(self._engine, previous=current)
+                self._view = load_view(self._engine, previous=current,
+                                       network_keys=self._network_keys)
                 LOG.info("knowledge view loaded: version %d, %d hosts",
                          self._view.version, len(self._view.hosts))
             self.checked_at = self._clock()

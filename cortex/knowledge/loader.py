@@ -10,6 +10,8 @@ from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from cortex.db import models
+from cortex.knowledge.network import MetadataKeys, build_topology
+from cortex.knowledge.network_store import read_topology
 from cortex.knowledge.topology import HostTopology, placement_gpu_usage, topology_from_report
 from cortex.knowledge.topology_store import read_reports, report_times
 from cortex.knowledge.view import (
@@ -35,9 +37,12 @@ def read_version(bind: Engine | Connection) -> int:
         return int(connection.execute(query).scalar() or 0)
 
 
-def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None) -> KnowledgeView:
+def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None,
+              network_keys: MetadataKeys | None = None) -> KnowledgeView:
     """Read every knowledge table in one transaction and freeze the result.
 
+    ``network_keys`` are the aggregate metadata keys of the network location
+    (``[network]`` options; default ``topology:leaf`` etc.).
     ``bind`` may be a Connection inside the caller's transaction (tests). Hosts whose
     topology report is still the one ``previous`` (the view being replaced) holds keep
     that HostTopology; only new or changed reports are read and built again.
@@ -54,11 +59,14 @@ def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None) 
         ).all()
         pools = session.scalars(select(models.StoragePool)).all()
         topologies = _topologies(session, {row.host for row in nodes}, nodes, previous)
+        by_host = _aggregates_by_host(aggregates)
         return KnowledgeView(
             version=int(version),
             loaded_at=datetime.now(UTC),
-            hosts=_hosts(nodes, _aggregates_by_host(aggregates), topologies),
+            hosts=_hosts(nodes, by_host, topologies),
             pools=_pools(pools),
+            network=build_topology(by_host, read_topology(session),
+                                   network_keys or MetadataKeys()),
         )
 
 

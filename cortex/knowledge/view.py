@@ -17,6 +17,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
+from cortex.knowledge.network import NetworkTopology
 from cortex.knowledge.topology import HostTopology
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -197,7 +198,10 @@ class KnowledgeView:
     """Everything a worker knows at one knowledge ``version``.
 
     ``hosts`` maps a Nova host name to its HostState; ``pools`` maps a service
-    (``cinder``, ``manila``) to ``{pool name: StoragePoolState}``.
+    (``cinder``, ``manila``) to ``{pool name: StoragePoolState}``; ``network`` is the
+    leaf/spine fabric (:mod:`cortex.knowledge.network`). ``reservations`` is empty in
+    the shared view; a request's view with the in-flight reservations laid over it
+    (:func:`cortex.knowledge.reservations.with_reservations`) lists the unexpired ones.
     """
 
     version: int
@@ -205,6 +209,8 @@ class KnowledgeView:
     hosts: Mapping[str, HostState]
     pools: Mapping[str, Mapping[str, StoragePoolState]] = field(
         default_factory=lambda: MappingProxyType({}))
+    network: NetworkTopology = field(default_factory=NetworkTopology)
+    reservations: tuple[Any, ...] = ()
 
     def states_for(self, service: str) -> Mapping[str, Any]:
         """The states a service's candidates are looked up in (hosts or that service's pools)."""

@@ -51,6 +51,7 @@ class StepRecord:
 
     Filters: ``removed`` maps host -> reason (``shadow`` steps fill it without
     removing). Weighers: ``raw`` and ``scaled`` (``multiplier * tanh(raw)``) per host.
+    ``detail``: what the bound plugin decided for the whole request (Plugin.detail).
     """
 
     name: str
@@ -64,6 +65,7 @@ class StepRecord:
     removed: dict[str, str] = field(default_factory=dict)
     raw: dict[str, float] = field(default_factory=dict)
     scaled: dict[str, float] = field(default_factory=dict)
+    detail: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form, empty details left out."""
@@ -143,6 +145,7 @@ def _run_filter(step: Step, request: Any, alive: list,
     started = time.perf_counter()
     try:
         plugin = step.plugin.bind(request, view)
+        record.detail = plugin.detail
         for candidate, state in alive:
             reason = plugin.check(state, request, candidate)
             if reason is not None:
@@ -173,6 +176,7 @@ def _run_weigher(step: Step, request: Any, alive: list, final: dict[str, float],
     started = time.perf_counter()
     try:
         plugin = step.plugin.bind(request, view)
+        record.detail = plugin.detail
         for candidate, state in alive:
             raw = float(plugin.weigh(state, request, candidate))
             if not math.isfinite(raw):

@@ -35,6 +35,9 @@ class Plugin:
     name: ClassVar[str] = ""
     services: ClassVar[tuple[str, ...]] = ("nova",)
     Options: ClassVar[type] = NoOptions
+    #: What a bound plugin decided for the whole request (one line), kept in the
+    #: step's record as ``detail``; None: nothing to say.
+    detail: str | None = None
 
     def __init__(self, options: Any = None) -> None:
         self.options = options if options is not None else self.Options()

@@ -19,6 +19,7 @@ from cortex.request.base import (
     unwrap,
 )
 from cortex.request.devices import DeviceCatalog, DeviceRequest, device_requests
+from cortex.request.groups import NetworkPlacement, network_placement
 from cortex.request.numa import numa_constraints
 
 INTENTS = ("create", "rebuild", "resize", "live_migrate", "evacuate")
@@ -103,7 +104,8 @@ class NovaRequest:
     as Nova does, :func:`cortex.request.numa.numa_constraints`), with
     ``emulator_threads_policy``; ``device_requests`` is the device demand
     (:func:`cortex.request.devices.device_requests`) and ``unresolved_devices`` names
-    aliases or device profiles Cortex has no definition of.
+    aliases or device profiles Cortex has no definition of; ``network`` is the group
+    placement the request asks for (:func:`cortex.request.groups.network_placement`).
     """
 
     candidates: tuple[Candidate, ...]
@@ -140,6 +142,7 @@ class NovaRequest:
     emulator_threads_policy: str | None = None
     device_requests: tuple[DeviceRequest, ...] = ()
     unresolved_devices: tuple[str, ...] = ()
+    network: NetworkPlacement = NetworkPlacement(None, 1, None, None, False, None)
     service: str = field(default="nova", init=False)
 
     @property
@@ -179,6 +182,8 @@ class NovaRequest:
         required, forbidden = _traits(flavor.extra_specs)
         request_id, global_request_id, project = context_ids(body)
         is_bfv = bool(spec.get("is_bfv"))
+        group = _server_group(unwrap(spec.get("instance_group")))
+        num_instances = int(spec.get("num_instances") or 1)
         return cls(
             candidates=parse_candidates(body),
             flavor=flavor,
@@ -187,12 +192,12 @@ class NovaRequest:
             pci_requests=pci_requests,
             scheduler_hints=frozen(hints),
             intent=_intent(hints, body),
-            server_group=_server_group(unwrap(spec.get("instance_group"))),
+            server_group=group,
             ignore_hosts=strings(spec.get("ignore_hosts")),
             force_hosts=strings(spec.get("force_hosts")),
             force_nodes=strings(spec.get("force_nodes")),
             requested_destination=_destination(unwrap(spec.get("requested_destination"))),
-            num_instances=int(spec.get("num_instances") or 1),
+            num_instances=num_instances,
             root_required=frozenset(strings(params.get("root_required"))),
             root_forbidden=frozenset(strings(params.get("root_forbidden"))),
             required_traits=required,
@@ -214,6 +219,8 @@ class NovaRequest:
             emulator_threads_policy=emulator,
             device_requests=wanted,
             unresolved_devices=unresolved,
+            network=network_placement(hints, num_instances, group, request_id,
+                                      global_request_id),
         )
 
 
@@ -342,5 +349,6 @@ def requested_resources(flavor: Flavor, image_properties: Mapping[str, Any],
     return {rc: amount for rc, amount in resources.items() if amount > 0}
 
 
-__all__ = ["EMPTY", "Destination", "DeviceCatalog", "DeviceRequest", "Flavor", "NovaRequest",
-           "NumaCellRequest", "PciRequest", "ServerGroup", "requested_resources"]
+__all__ = ["EMPTY", "Destination", "DeviceCatalog", "DeviceRequest", "Flavor",
+           "NetworkPlacement", "NovaRequest", "NumaCellRequest", "PciRequest", "ServerGroup",
+           "requested_resources"]

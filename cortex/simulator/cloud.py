@@ -9,9 +9,9 @@ tracker with :func:`cortex.plugins.device_choice.predict_claim` as the PCI and N
 model; it picks pinned CPUs core by core (siblings together, as Nova's ``prefer``
 thread policy does) and vGPUs on the first GPU with room (``vgpu_parent``). After
 every change the host answers a new immutable :class:`~cortex.knowledge.view.HostState`,
-with DCGM-like features (``gpu.power_watts``, ``gpu.utilization``,
-``gpu.temperature_celsius``, framebuffer bytes) modelled from the board's idle and busy
-watts and the GPUs in use.
+with its instances (what the synced servers list would show) and DCGM-like features
+(``gpu.power_watts``, ``gpu.utilization``, ``gpu.temperature_celsius``, framebuffer
+bytes) modelled from the board's idle and busy watts and the GPUs in use.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
+from cortex.knowledge.network import build_topology
 from cortex.knowledge.topology import HostTopology, topology_from_report
-from cortex.knowledge.view import HostState, Inventory, KnowledgeView, NodeState
+from cortex.knowledge.view import HostState, InstanceSummary, Inventory, KnowledgeView, NodeState
 from cortex.plugins.device_choice import predict_claim, vgpu_parent
 from cortex.plugins.topology import vgpu_requests
 from cortex.simulator.boards import board_inventories, board_report
@@ -106,6 +107,7 @@ class SimHost:
         return HostState(self.name, self.spec.availability_zone, True, True, None, (),
                          MappingProxyType({self.name: node}), frozenset(),
                          features=MappingProxyType(self._features()),
+                         instances=tuple(InstanceSummary(uuid) for uuid in self.allocations),
                          topology=self.topology())
 
     def topology(self) -> HostTopology:
@@ -218,12 +220,14 @@ class SimCloud:
         self.fleet = fleet
         self.hosts = {spec.name: SimHost(spec, pack_numa_cells) for spec in fleet.hosts}
         self.version = 0
+        self.network = build_topology({}, fleet.network)
 
     def view(self) -> KnowledgeView:
         """An immutable view of every host now (unchanged hosts keep their HostState)."""
         self.version += 1
         states = {name: host.state() for name, host in self.hosts.items()}
-        return KnowledgeView(self.version, EPOCH, MappingProxyType(states))
+        return KnowledgeView(self.version, EPOCH, MappingProxyType(states),
+                             network=self.network)
 
     def free_gpu_counts(self) -> Mapping[str, tuple[int, int]]:
         """``(free, all)`` passthrough GPUs per host."""

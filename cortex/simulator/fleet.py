@@ -4,6 +4,7 @@ Fleet file (``etc/cortex/simulator/fleet-*.yaml``)::
 
     boards: boards.yaml | {name: board}       # a file next to the fleet file, or inline
     hosts: [{prefix, count, board, availability_zone?}]
+    network: leafspine-topology.yaml          # optional: the fabric, a topology file
 
 Hosts are named ``<prefix>-<nnn>``. Alibaba's ``openb_node_list_gpu_node.csv`` (columns
 ``sn, cpu_milli, memory_mib, gpu, model``) becomes boards by the rules of
@@ -21,6 +22,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from cortex.knowledge.network import NetworkTopologyError, read_topology_file
 from cortex.simulator.boards import NVLINK_KINDS
 
 
@@ -60,6 +62,7 @@ FLEET_SCHEMA: dict[str, Any] = {
     "type": "object", "additionalProperties": False, "required": ["boards", "hosts"],
     "properties": {
         "description": {"type": "string"},
+        "network": {"type": "string", "minLength": 1},
         "boards": {"oneOf": [{"type": "string"}, {"type": "object",
                                                   "additionalProperties": BOARD_SCHEMA}]},
         "hosts": {"type": "array", "minItems": 1, "items": {
@@ -100,11 +103,15 @@ class HostSpec:
 
 @dataclass(frozen=True)
 class Fleet:
-    """A named list of hosts (``name`` is the file's stem) and where it came from."""
+    """A named list of hosts (``name`` is the file's stem) and where it came from.
+
+    ``network``: the fleet's leaf/spine topology (a parse_topology document), if any.
+    """
 
     name: str
     hosts: tuple[HostSpec, ...]
     source: str
+    network: Mapping[str, Any] | None = None
 
     @property
     def gpus(self) -> int:
@@ -153,7 +160,13 @@ def read_fleet(path: str | Path, sample_nodes: int = 1,
     names = [h.name for h in hosts]
     if len(set(names)) != len(names):
         raise SimulationError(f"{path}: host names repeat; give each group its own prefix")
-    return Fleet(path.stem, tuple(hosts), str(path))
+    network = None
+    if data.get("network"):
+        try:
+            network = read_topology_file(path.parent / data["network"])
+        except NetworkTopologyError as exc:
+            raise SimulationError(str(exc)) from None
+    return Fleet(path.stem, tuple(hosts), str(path), network)
 
 
 def alibaba_models(path: str | Path | None = None) -> dict[str, Any]:

@@ -10,8 +10,12 @@ def make_conf(**overrides):
     """Built-in defaults plus ``{"section.option": value}`` overrides; no file, no env.
 
     Authentication is off unless a test turns it on (tests/api/test_auth.py does).
+    In-flight reservations are off too: with them every answer changes the next one,
+    and these tests assert the rankings of a fixed fleet; tests/api/test_reservations.py
+    turns them on.
     """
-    return conf.load(environ={}, overrides={"api.auth_strategy": "noauth"} | overrides)
+    return conf.load(environ={}, overrides={"api.auth_strategy": "noauth",
+                                            "scheduler.reservation_ttl": 0.0} | overrides)
 
 
 @pytest.fixture

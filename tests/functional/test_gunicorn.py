@@ -41,9 +41,11 @@ def request(url, body=None, method=None):
 def start_gunicorn(port, database_url, tmp_path, **environ):
     """gunicorn with 2 workers on ``database_url``, answering /healthcheck; (process, log).
 
-    ``environ`` adds to (or overrides) the process environment.
+    ``environ`` adds to (or overrides) the process environment. In-flight reservations
+    are off unless ``environ`` turns them on (the bodies are posted again and again).
     """
     env = os.environ | {"CORTEX_DATABASE_CONNECTION": database_url,
+                        "CORTEX_SCHEDULER_RESERVATION_TTL": "0",
                         "CORTEX_WORKERS": "2", "PYTHONUNBUFFERED": "1",
                         "CORTEX_API_AUTH_STRATEGY": "noauth",
                         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / f"metrics-{port}")} | environ

@@ -28,9 +28,10 @@ def test_the_catalogue_is_complete():
     # issue 4's list: 19 filters and 18 weighers across Nova, Cinder and Manila; issue 5's
     # four topology filters (GPU capacity and health, NUMA topology, PCI NUMA affinity);
     # issue 6's GPU weighers (affinity, fragmentation, NUMA locality, load, energy) and
-    # Nova's PCIWeigher for the nova-baseline pipeline
-    assert len([n for n, _ in IN_TREE if n.startswith("filter_")]) == 19 + 4
-    assert len([n for n, _ in IN_TREE if n.startswith("weigher_")]) == 18 + 5 + 1
+    # Nova's PCIWeigher for the nova-baseline pipeline; issue 9's network domain filter
+    # and weigher
+    assert len([n for n, _ in IN_TREE if n.startswith("filter_")]) == 19 + 4 + 1
+    assert len([n for n, _ in IN_TREE if n.startswith("weigher_")]) == 18 + 5 + 1 + 1
 
 
 @pytest.mark.parametrize("name, cls", IN_TREE, ids=[n for n, _ in IN_TREE])

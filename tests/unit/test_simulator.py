@@ -314,3 +314,28 @@ def test_fill_mode_can_shuffle_the_trace(alibaba):
     assert requests == load_trace(spec, fleet)[1]
     with pytest.raises(SimulationError, match="--mode fill"):
         load_trace(SimulationSpec([], str(alibaba / "pods.csv"), [], shuffle=3), fleet)
+
+
+def test_groups_stay_in_their_domain_with_the_network_steps_and_not_without():
+    from cortex.simulator.groups import GroupSpec, group_trace, replay_groups
+
+    fleet = read_fleet(resolve_fleet("leafspine"))
+    groups = group_trace(fleet, GroupSpec(groups=12, load=0.5, seed=3))
+    pipelines = load_pipelines(conf.shipped_file("pipelines.yaml"))
+    aware = replay_groups(fleet, groups, pipelines, "kvm-gpu-topology-aware", seed=3)
+    blind = replay_groups(fleet, groups, pipelines, "kvm-gpu-bin-packing", seed=3)
+    assert aware.calls == blind.calls == sum(g.size for g in groups)
+    assert len(aware.placed) == len(blind.placed) == len(groups)  # half load: all fit
+    assert aware.share_within_rule() > blind.share_within_rule()
+    assert aware.share_within_rule((2, 4)) == 1.0
+
+
+def test_within_rule_needs_few_enough_connected_leaves():
+    from cortex.simulator.groups import Group, GroupRun
+
+    run = GroupRun("p", adjacency={"a": frozenset({"b"}), "b": frozenset({"a", "c"}),
+                                   "c": frozenset({"b"})})
+    eight = Group("g", 8, 8, 0.0, 1.0)
+    assert run.within_rule(eight, frozenset({"a", "b"}))
+    assert not run.within_rule(eight, frozenset({"a", "c"}))       # not adjacent
+    assert not run.within_rule(Group("g", 4, 8, 0.0, 1.0), frozenset({"a", "b"}))

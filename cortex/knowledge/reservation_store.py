@@ -1,0 +1,104 @@
+"""In-flight reservations in the database, shared by every API worker and replica.
+
+:meth:`ReservationStore.promise` is the one place capacity is promised: in one
+transaction it takes a lock on the host, reads the host's unexpired reservations,
+asks the caller's ``check`` whether the request still fits with them, and inserts the
+new reservation only if it does. On PostgreSQL the lock is a transaction-level
+advisory lock on (namespace, ``hashtext(host)``): two workers promising the same host
+serialise, different hosts do not wait for each other (a hash collision only makes
+two hosts share a lock). The embedded SQLite default serves one process: a
+process-wide lock serialises promises instead.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import nullcontext
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any
+
+from sqlalchemy import Engine, delete, insert, select, text
+from sqlalchemy.exc import IntegrityError
+
+from cortex.db import models
+from cortex.knowledge.reservations import Reservation
+
+#: First key of the advisory lock, so that Cortex's host locks never meet another
+#: user's (the sync leader lock uses its own key).
+LOCK_NAMESPACE = 0x434F5258 & 0x7FFFFFFF
+
+
+def _aware(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes; every time here is UTC."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _reservation(row: Any) -> Reservation:
+    """Reservation of an ``inflight_reservations`` row."""
+    return Reservation(row.id, row.host, row.instance_uuid, row.group_id,
+                       MappingProxyType({k: int(v) for k, v in (row.resources or {}).items()}),
+                       tuple(row.gpus or ()), _aware(row.created_at), _aware(row.expires_at))
+
+
+class ReservationStore:
+    """Reservations in the ``inflight_reservations`` table of ``engine``'s database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._postgres = engine.dialect.name == "postgresql"
+        self._local = threading.Lock()
+
+    def active(self, now: datetime) -> list[Reservation]:
+        """Every reservation not expired at ``now`` (one indexed query)."""
+        query = select(models.InflightReservation).where(
+            models.InflightReservation.expires_at > now)
+        with self._engine.connect() as connection:
+            return [_reservation(row) for row in connection.execute(query)]
+
+    def promise(self, host: str, now: datetime,
+                check: Callable[[list[Reservation]], Reservation | None]) -> Reservation | None:
+        """Insert ``check(host's unexpired reservations)`` under the host's lock.
+
+        ``check`` returns the Reservation to add, or None to refuse (nothing written).
+        A reservation of the same instance elsewhere is replaced (Nova asked again for
+        it). Raises SQLAlchemyError when the database fails.
+        """
+        for attempt in range(2):
+            try:
+                return self._promise(host, now, check)
+            except IntegrityError:  # the same instance promised concurrently elsewhere
+                if attempt:
+                    raise
+        return None
+
+    def _promise(self, host: str, now: datetime,
+                 check: Callable[[list[Reservation]], Reservation | None]) -> Reservation | None:
+        """One attempt of :meth:`promise`."""
+        with (nullcontext() if self._postgres else self._local), \
+                self._engine.begin() as connection:
+            if self._postgres:
+                connection.execute(text("SELECT pg_advisory_xact_lock(:ns, hashtext(:host))"),
+                                   {"ns": LOCK_NAMESPACE, "host": host})
+            rows = connection.execute(select(models.InflightReservation).where(
+                models.InflightReservation.host == host,
+                models.InflightReservation.expires_at > now)).all()
+            reservation = check([_reservation(row) for row in rows])
+            if reservation is None:
+                return None
+            if reservation.instance_uuid:
+                connection.execute(delete(models.InflightReservation).where(
+                    models.InflightReservation.instance_uuid == reservation.instance_uuid))
+            connection.execute(insert(models.InflightReservation).values(
+                id=reservation.id, host=reservation.host,
+                instance_uuid=reservation.instance_uuid, group_id=reservation.group_id,
+                resources=dict(reservation.resources), gpus=list(reservation.gpus),
+                created_at=reservation.created_at, expires_at=reservation.expires_at))
+            return reservation
+
+    def prune(self, now: datetime) -> int:
+        """Delete the reservations expired at ``now``; how many."""
+        with self._engine.begin() as connection:
+            return connection.execute(delete(models.InflightReservation).where(
+                models.InflightReservation.expires_at <= now)).rowcount

@@ -1,0 +1,157 @@
+"""In-flight reservations: what Cortex just promised, counted until Placement shows it.
+
+Between Cortex's answer and the synced Placement usage showing the claim there is a
+window (nova-scheduler claims, then cortex-sync reads it back, up to a sync interval
+later) in which concurrent calls would see the same free capacity. Each answer therefore
+records a short-lived :class:`Reservation` (host, resources, GPUs predicted, group id);
+:func:`with_reservations` lays the active ones over a knowledge view so that every
+capacity filter, the GPU filters and the network domain choice count them. A
+reservation stops counting as soon as the synced view shows its instance on any host
+(Nova placed it and Placement's usage includes it), and is deleted when its TTL passes;
+until then it still tells the group's later calls where their siblings went.
+
+This module is pure; :mod:`cortex.knowledge.reservation_store` keeps them in the
+database, :class:`MemoryReservations` in process (the simulator, one-process tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from types import MappingProxyType
+
+from cortex.knowledge.view import HostState, KnowledgeView
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """One promise: ``resources`` (class -> amount) and ``gpus`` (PCI addresses) on ``host``.
+
+    ``instance_uuid`` is the instance Nova asked for (None when the spec names none);
+    ``group_id`` ties the calls of one multi-create or server group together; times are
+    timezone-aware UTC.
+    """
+
+    id: str
+    host: str
+    instance_uuid: str | None
+    group_id: str | None
+    resources: Mapping[str, int]
+    gpus: tuple[str, ...]
+    created_at: datetime
+    expires_at: datetime
+
+
+def placed_instances(view: KnowledgeView) -> frozenset[str]:
+    """Instance uuids the synced view shows on some host (their usage is in Placement's)."""
+    return frozenset(i.uuid for state in view.hosts.values() for i in state.instances)
+
+
+def pending(reservations: Iterable[Reservation], view: KnowledgeView,
+            now: datetime) -> list[Reservation]:
+    """The reservations that still count: not expired, instance not yet in the synced view."""
+    placed = placed_instances(view)
+    return [r for r in reservations
+            if r.expires_at > now and (r.instance_uuid is None or r.instance_uuid not in placed)]
+
+
+def reserve_host(state: HostState, reservations: Iterable[Reservation]) -> HostState:
+    """``state`` with the reservations' resources added to ``used`` and their GPUs in use.
+
+    Resources go on the host's first node that has an inventory of the class (Nova
+    hosts with one node; a multi-node host's reservations are rare and counted once).
+    """
+    claimed: dict[str, int] = {}
+    gpus: set[str] = set()
+    for reservation in reservations:
+        for rc, amount in reservation.resources.items():
+            claimed[rc] = claimed.get(rc, 0) + amount
+        gpus.update(reservation.gpus)
+    nodes = dict(state.nodes)
+    for rc, amount in claimed.items():
+        node = next((n for n in nodes.values() if rc in n.inventories), None)
+        if node is None:
+            continue
+        inventories = dict(node.inventories)
+        inventories[rc] = dataclasses.replace(inventories[rc], used=inventories[rc].used + amount)
+        nodes[node.node] = dataclasses.replace(node, inventories=MappingProxyType(inventories))
+    topology = state.topology
+    if topology is not None and gpus:
+        topology = dataclasses.replace(topology, gpus=tuple(
+            dataclasses.replace(g, in_use=True, in_use_source="reservation")
+            if g.pci_address in gpus and not g.in_use else g for g in topology.gpus))
+    return dataclasses.replace(state, nodes=MappingProxyType(nodes), topology=topology)
+
+
+def with_reservations(view: KnowledgeView, reservations: Iterable[Reservation],
+                      now: datetime, instance_uuid: str | None = None) -> KnowledgeView:
+    """A view in which the pending reservations are used capacity; the view itself if none.
+
+    The returned view's ``reservations`` holds every unexpired reservation (also those
+    already reflected), so group placement still sees where the siblings went. A
+    reservation of ``instance_uuid`` (Nova asking again for the same instance) is left
+    out: the new answer replaces it.
+    """
+    live = [r for r in reservations if r.expires_at > now
+            and not (instance_uuid and r.instance_uuid == instance_uuid)]
+    counted = pending(live, view, now)
+    if not live:
+        return view
+    by_host: dict[str, list[Reservation]] = {}
+    for reservation in counted:
+        if reservation.host in view.hosts:
+            by_host.setdefault(reservation.host, []).append(reservation)
+    hosts = view.hosts
+    if by_host:
+        hosts = MappingProxyType(dict(view.hosts) | {
+            host: reserve_host(view.hosts[host], items) for host, items in by_host.items()})
+    return dataclasses.replace(view, hosts=hosts, reservations=tuple(live))
+
+
+class MemoryReservations:
+    """Reservations in process memory: the simulator and single-process use.
+
+    ``promise(host, make, check)`` is the store's contract: under the host's lock, the
+    pending reservations are passed to ``check(reservations)``, which answers the
+    Reservation to add (or None to refuse); see
+    :class:`cortex.knowledge.reservation_store.ReservationStore`.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[str, Reservation] = {}
+        self._lock = threading.Lock()
+
+    def active(self, now: datetime) -> list[Reservation]:
+        """Unexpired reservations (expired ones are dropped)."""
+        with self._lock:
+            for key in [k for k, r in self._items.items() if r.expires_at <= now]:
+                del self._items[key]
+            return list(self._items.values())
+
+    def promise(self, host: str, now: datetime, check) -> Reservation | None:
+        """Add ``check(current reservations)``'s Reservation atomically; None when refused."""
+        with self._lock:
+            current = [r for r in self._items.values() if r.expires_at > now]
+            reservation = check(current)
+            if reservation is None:
+                return None
+            self._replace(reservation)
+            return reservation
+
+    def _replace(self, reservation: Reservation) -> None:
+        """Store ``reservation``, dropping an earlier one of the same instance."""
+        if reservation.instance_uuid:
+            for key in [k for k, r in self._items.items()
+                        if r.instance_uuid == reservation.instance_uuid]:
+                del self._items[key]
+        self._items[reservation.id] = reservation
+
+    def drop(self, instance_uuids: Iterable[str]) -> None:
+        """Forget the reservations of these instances (the simulator deleted them)."""
+        gone = set(instance_uuids)
+        with self._lock:
+            for key in [k for k, r in self._items.items() if r.instance_uuid in gone]:
+                del self._items[key]

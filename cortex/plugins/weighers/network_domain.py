@@ -1,0 +1,55 @@
+"""weigher_network_domain: prefer the hosts of the network domain chosen for the group.
+
+Issue #9's soft preference, on the domain chosen by the reference topology-aware
+scheduler's rules (:mod:`cortex.plugins.network_domains`). Raw weight for a
+``consolidated`` group: 1 for a host in the chosen leaves, 0.5 in a leaf adjacent to
+them, 0 elsewhere or without a known location; ``balanced`` (the default) halves
+these; ``distributed``: ``1 - members already in the host's leaf / the per-leaf share``
+(negative once a leaf holds more than its share). Only for Nova requests in a group or
+with network hints, and only with a known topology. A positive multiplier gathers (or
+spreads, for distributed) as asked; Invert with a negative multiplier.
+"""
+
+from __future__ import annotations
+
+from cortex.plugins.base import Weigher
+from cortex.plugins.network_domains import GroupPlan, plan_group
+from cortex.plugins.network_options import NetworkDomainOptions
+from cortex.plugins.registry import register
+
+
+@register
+class NetworkDomainWeigher(Weigher):
+    """The host's closeness to the group's domain (or spread, for distributed)."""
+
+    name = "weigher_network_domain"
+    Options = NetworkDomainOptions
+
+    def __init__(self, options=None, plan: GroupPlan | None = None) -> None:
+        super().__init__(options)
+        self.plan = plan
+        self.detail = plan.detail if plan else None
+
+    def applies(self, request) -> bool:
+        """Only for Nova requests that are part of a group or carry network hints."""
+        return request.service == "nova" and request.network.asks_anything
+
+    def bind(self, request, view):
+        """A weigher holding this request's GroupPlan (None: no topology known)."""
+        return NetworkDomainWeigher(self.options, plan_group(request, view, self.options))
+
+    def weigh(self, host, request, candidate) -> float:
+        """See the module docstring."""
+        plan = self.plan
+        leaf = plan.leaf_of(host.host) if plan else None
+        if leaf is None:
+            return 0.0
+        if plan.strategy == "distributed":
+            return max(-1.0, 1.0 - plan.members.get(leaf, 0) / max(1, plan.leaf_cap))
+        if leaf in plan.domain:
+            value = 1.0
+        elif plan.network.leaves[leaf].adjacent & plan.domain:
+            value = 0.5
+        else:
+            value = 0.0
+        return value if plan.strategy == "consolidated" else value / 2
