@@ -77,6 +77,66 @@ class CapabilitiesBound(ComputeCapabilitiesFilter):
         return reason
 
 
+    def check_all(self, hosts, request, view) -> dict[str, str]:
+        """``check`` of every host, each distinct set of the values the specs read judged once.
+
+        ``unmet`` reads, of a node's capabilities, only the top-level names its specs
+        of this scope (and unscoped keys) start with; nodes equal in those names get the
+        same answer, and a fleet has few distinct ones (hypervisor type, version...).
+        """
+        specs = request.flavor.extra_specs
+        names = _names_read(specs)
+        fold_case = frozenset(self.options.fold_case)
+        keys = view.derived(("capability-value-keys",), lambda _: {}) if view else {}
+        verdicts: dict[tuple, str | None] = {}
+        removed = {}
+        for candidate, host in hosts:
+            reason = "no node"
+            for node in host.nodes_named(candidate.nodes):
+                capabilities = self._table.get((host.host, node.node))
+                if capabilities is None:
+                    capabilities = node_capabilities(host, node)
+                key = tuple(_value_key(keys, host.host, node.node, n, capabilities.get(n))
+                            for n in names)
+                if key not in verdicts:
+                    verdicts[key] = unmet(specs, capabilities, "capabilities",
+                                          unscoped="if-present", fold_case=fold_case)
+                reason = verdicts[key]
+                if reason is None:
+                    break
+            if reason is not None:
+                removed[candidate.host] = reason
+        return removed
+
+
+def _names_read(specs) -> tuple[str, ...]:
+    """The top-level capability names ``unmet(..., "capabilities")`` reads for ``specs``."""
+    names = []
+    for key in specs:
+        head, sep, rest = key.partition(":")
+        if sep and head != "capabilities":
+            continue
+        names.append((rest if sep else key).split(":")[0])
+    return tuple(dict.fromkeys(names))
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _value_key(keys: dict, host: str, node: str, name: str, value) -> tuple:
+    """A hashable stand-in for ``value``: equal keys mean equal values, types included.
+
+    Scalars stand for themselves; a list or dict (``cpu_info``) by its repr, kept per
+    view in ``keys`` as it may be long.
+    """
+    if type(value) in _SCALARS:
+        return (type(value), value)
+    cached = keys.get((host, node, name))
+    if cached is None:
+        cached = keys[(host, node, name)] = (type(value), repr(value))
+    return cached
+
+
 _LAST: list = [None, {}]  # [view, table]: the table of the newest view asked for
 
 
