@@ -244,8 +244,8 @@ def main() -> None:
             url = database(n, tmp)
             started, viewed, used = worker_memory(n, url, tmp)
             print(f"{n:6d} hosts: worker RSS {started:.0f} MiB imported, {viewed:.0f} MiB "
-                  f"with the app and view ({view_memory(n, url):.1f} MiB traced), {used:.0f} MiB after "
-                  f"both bodies", flush=True)
+                  f"with the app and view ({view_memory(n, url):.1f} MiB traced), "
+                  f"{used:.0f} MiB after both bodies", flush=True)
 
 
 if __name__ == "__main__":
