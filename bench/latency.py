@@ -9,7 +9,9 @@ purpose one and the 2x H100 GPU one (so both shipped pipelines run). It reports 
 and p99 of sequential calls and requests/s with 8 concurrent clients, for Cortex
 and for the floor (bench/floor_app.py: parse, sort by weight, answer) under the
 same gunicorn settings, with 1 and 2 workers, and the ratio to the floor. Client
-and server share this machine's cores: absolute numbers are pessimistic.
+and server share this machine's cores: absolute numbers are pessimistic. Then, for
+each of ``--memory-sizes`` (default 10,000 hosts), the resident memory of a worker
+process: the app alone, with the knowledge view loaded, and after both bodies.
 """
 
 from __future__ import annotations
@@ -163,16 +165,62 @@ def view_memory(n: int, url: str) -> float:
     return size
 
 
+# Run in a fresh interpreter: what one gunicorn worker holds, in MiB of resident memory.
+_WORKER_MEMORY = """
+import json, sys
+from cortex import conf
+from cortex.api.app import create_app
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+import cortex.api.scheduler, cortex.plugins.registry
+cortex.plugins.registry.load_all()
+started = rss()
+app = create_app(conf.load(environ={}, overrides={"database.connection": sys.argv[1],
+                                                  "api.auth_strategy": "noauth"}))
+app.extensions["cortex"].knowledge.view()
+viewed = rss()
+client = app.test_client()
+for body in sys.argv[2:]:
+    assert client.post("/scheduler/nova/external", data=open(body, "rb").read(),
+                       content_type="application/json").status_code == 200
+app.extensions["cortex"].decisions.close()
+print(json.dumps([started, viewed, rss()]))
+"""
+
+
+def worker_memory(n: int, url: str, tmp: str) -> tuple[float, float, float]:
+    """Resident MiB of a worker process: code imported, app built with the view of N hosts
+    loaded, after requests.
+
+    The requests (both bodies, naming all N hosts) fill the facts the plugins keep
+    in the view. Linux only (``/proc/self/status``).
+    """
+    paths = []
+    for kind in BODIES:
+        path = Path(tmp) / f"{kind}-{n}.json"
+        path.write_bytes(body(kind, n))
+        paths.append(str(path))
+    out = subprocess.run([sys.executable, "-c", _WORKER_MEMORY, url, *paths],
+                         capture_output=True, text=True, check=True, cwd=REPO,
+                         env=os.environ | {"PYTHONPATH": str(REPO)})
+    return tuple(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="10,100,1000,5000")
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--memory-sizes", default="10000",
+                        help="fleet sizes to measure a worker's resident memory at")
     args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
     print(f"{'hosts':>6} {'body':8} {'wk':>2} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} "
           f"{'floor p50':>9} {'floor p99':>9} {'floor r/s':>9} {'p50 ratio':>9} {'r/s ratio':>9}")
     with tempfile.TemporaryDirectory() as tmp:
-        for n in (int(s) for s in args.sizes.split(",")):
+        for n in sizes:
             url = database(n, tmp)
             env = {"CORTEX_DATABASE_CONNECTION": url, "CORTEX_API_AUTH_STRATEGY": "noauth",
                    "CORTEX_SCHEDULER_DECISION_QUEUE_SIZE": "100000"}
@@ -192,6 +240,12 @@ def main() -> None:
                         process.terminate()
                         process.wait(timeout=30)
             print(f"{n:6d} knowledge view: {view_memory(n, url):.1f} MiB per worker", flush=True)
+        for n in (int(s) for s in args.memory_sizes.split(",") if s):
+            url = database(n, tmp)
+            started, viewed, used = worker_memory(n, url, tmp)
+            print(f"{n:6d} hosts: worker RSS {started:.0f} MiB imported, {viewed:.0f} MiB "
+                  f"with the app and view ({view_memory(n, url):.1f} MiB traced), "
+                  f"{used:.0f} MiB after both bodies", flush=True)
 
 
 if __name__ == "__main__":

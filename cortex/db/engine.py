@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+try:  # the "fast" extra
+    import orjson
+except ImportError:  # pragma: no cover - exercised where orjson is not installed
+    orjson = None
 
 
 def make_engine(url: str, connect_timeout: int = 3, **kwargs) -> Engine:
@@ -16,6 +23,7 @@ def make_engine(url: str, connect_timeout: int = 3, **kwargs) -> Engine:
     WAL, since it is the embedded single-process default. PostgreSQL: pre-ping so a
     restarted server does not fail the first request after it.
     """
+    kwargs.setdefault("json_serializer", dumps_json)
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -26,6 +34,24 @@ def make_engine(url: str, connect_timeout: int = 3, **kwargs) -> Engine:
     kwargs.setdefault("pool_pre_ping", True)
     kwargs.setdefault("connect_args", {"connect_timeout": connect_timeout})
     return create_engine(url, **kwargs)
+
+
+def dumps_json(value: Any) -> str:
+    """The JSON text of ``value`` for JSON/JSONB columns.
+
+    With orjson installed (the ``fast`` extra) it writes the text: a decision record of
+    a 1,000-host request (every weigher's value per host) is ~10x faster to encode than
+    with the standard library, and the writer thread that does it shares the worker's
+    interpreter with the requests. The standard library writes what orjson refuses
+    (other types, huge integers), so every value either can write is written; the one
+    difference, a non-finite float (not JSON; PostgreSQL rejects it), becomes ``null``.
+    """
+    if orjson is not None:
+        try:
+            return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+        except TypeError:
+            pass
+    return json.dumps(value)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

@@ -11,16 +11,17 @@ valid and the plugins that read them simply have nothing to weigh.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from cortex.knowledge.network import NetworkTopology
 from cortex.knowledge.topology import HostTopology
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +212,23 @@ class KnowledgeView:
         default_factory=lambda: MappingProxyType({}))
     network: NetworkTopology = field(default_factory=NetworkTopology)
     reservations: tuple[Any, ...] = ()
+    _derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def derived(self, key: Hashable, build: Callable[[KnowledgeView], T]) -> T:
+        """The fact ``build(view)`` under ``key``, computed once per view and then shared.
+
+        For facts the plugins derive from the view and would otherwise recompute for
+        every request (per-host tables, lookups by host name): they are as immutable as
+        the view and go away with it when the knowledge version moves. ``key`` names the
+        fact and every input besides the view (e.g. ``(plugin name, repr(options))``).
+        Two threads asking at once may both build it; the last one is kept, and both
+        are equal. A ``build`` that raises stores nothing.
+        """
+        try:
+            return self._derived[key]
+        except KeyError:
+            value = self._derived[key] = build(self)
+            return value
 
     def states_for(self, service: str) -> Mapping[str, Any]:
         """The states a service's candidates are looked up in (hosts or that service's pools)."""

@@ -146,10 +146,7 @@ def _run_filter(step: Step, request: Any, alive: list,
     try:
         plugin = step.plugin.bind(request, view)
         record.detail = plugin.detail
-        for candidate, state in alive:
-            reason = plugin.check(state, request, candidate)
-            if reason is not None:
-                record.removed[candidate.host] = reason
+        record.removed = plugin.check_all(alive, request, view)
         _check_duration(step, (time.perf_counter() - started) * 1000)
     except Exception as exc:  # noqa: BLE001 - a plugin bug must not escape as a 500
         record.duration_ms = (time.perf_counter() - started) * 1000
@@ -177,11 +174,14 @@ def _run_weigher(step: Step, request: Any, alive: list, final: dict[str, float],
     try:
         plugin = step.plugin.bind(request, view)
         record.detail = plugin.detail
-        for candidate, state in alive:
-            raw = float(plugin.weigh(state, request, candidate))
-            if not math.isfinite(raw):
-                raise ValueError(f"weight {raw} for {candidate.host} is not finite")
-            record.raw[candidate.host] = raw
+        weights = plugin.weigh_all(alive, request, view)
+        if len(weights) != len(alive):
+            raise ValueError(f"{len(weights)} weights for {len(alive)} hosts")
+        if not all(map(math.isfinite, weights)):
+            raw, host = next((w, c.host) for w, (c, _) in zip(weights, alive, strict=True)
+                             if not math.isfinite(w))
+            raise ValueError(f"weight {raw} for {host} is not finite")
+        record.raw = dict(zip([c.host for c, _ in alive], weights, strict=True))
         _check_duration(step, (time.perf_counter() - started) * 1000)
     except Exception as exc:  # noqa: BLE001 - a plugin bug must not escape as a 500
         record.duration_ms = (time.perf_counter() - started) * 1000
@@ -190,9 +190,9 @@ def _run_weigher(step: Step, request: Any, alive: list, final: dict[str, float],
         LOG.warning("weigher %s failed, skipped by policy: %r", step.name, exc)
         record.status, record.reason, record.raw = "error", repr(exc), {}
         return record
-    for host, raw in record.raw.items():
-        scaled = step.multiplier * math.tanh(raw)
-        record.scaled[host] = scaled
-        final[host] += scaled
+    multiplier, tanh = step.multiplier, math.tanh
+    record.scaled = scaled = {host: multiplier * tanh(raw) for host, raw in record.raw.items()}
+    for host, value in scaled.items():
+        final[host] += value
     record.duration_ms = (time.perf_counter() - started) * 1000
     return record

@@ -12,8 +12,10 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
+
+_MISSING = object()
 
 
 class OptionsError(ValueError):
@@ -38,6 +40,10 @@ class Plugin:
     #: What a bound plugin decided for the whole request (one line), kept in the
     #: step's record as ``detail``; None: nothing to say.
     detail: str | None = None
+    #: True when ``check``/``weigh`` read only the host's state and the options, never
+    #: the request or the candidate: the answer per host is then computed once per
+    #: knowledge view (``host_answers``) and shared by every request.
+    host_only: ClassVar[bool] = False
 
     def __init__(self, options: Any = None) -> None:
         self.options = options if options is not None else self.Options()
@@ -55,6 +61,16 @@ class Plugin:
         shared by concurrent requests. Called once per request, after ``applies``.
         """
         return self
+
+    def host_answers(self, view: Any, service: str) -> dict[str, Any]:
+        """This plugin's answers so far per host (or pool) of ``service`` in ``view``.
+
+        For ``host_only`` plugins: keyed by the plugin's name and options, filled lazily
+        by the batch methods; the view discards it with itself when the knowledge
+        version moves.
+        """
+        return view.derived(("host-answers", self.name, repr(self.options), service),
+                            lambda _: {})
 
 
 class Filter(Plugin):
@@ -74,6 +90,32 @@ class Filter(Plugin):
         """
         raise NotImplementedError
 
+    def check_all(self, hosts: Sequence[tuple[Any, Any]], request: Any,
+                  view: Any) -> dict[str, str]:
+        """``{host name: reason}`` of the ``(candidate, host state)`` pairs that fail.
+
+        Exactly what ``check`` says of each pair (a host named twice fails when one of
+        its pairs does; the last failing pair's reason is kept). The default asks
+        ``check`` pair by pair, remembering a ``host_only`` plugin's answers in the
+        KnowledgeView ``view``; a plugin may override it to judge all hosts at once.
+        """
+        removed = {}
+        if self.host_only and view is not None:
+            known = self.host_answers(view, request.service)
+            for candidate, state in hosts:
+                reason = known.get(candidate.host, _MISSING)
+                if reason is _MISSING:
+                    reason = known[candidate.host] = self.check(state, request, candidate)
+                if reason is not None:
+                    removed[candidate.host] = reason
+            return removed
+        check = self.check
+        for candidate, state in hosts:
+            reason = check(state, request, candidate)
+            if reason is not None:
+                removed[candidate.host] = reason
+        return removed
+
 
 class Weigher(Plugin):
     """Orders hosts: implement ``weigh``.
@@ -84,6 +126,26 @@ class Weigher(Plugin):
     def weigh(self, host: Any, request: Any, candidate: Any) -> float:
         """The raw weight of ``host`` for ``request`` (any float; tanh-squashed later)."""
         raise NotImplementedError
+
+    def weigh_all(self, hosts: Sequence[tuple[Any, Any]], request: Any,
+                  view: Any) -> list[float]:
+        """The raw weights of the ``(candidate, host state)`` pairs, in their order.
+
+        Exactly ``float(weigh(...))`` of each pair. The default asks ``weigh`` pair by
+        pair, remembering a ``host_only`` plugin's weights in the KnowledgeView
+        ``view``; a plugin may override it to weigh all hosts at once.
+        """
+        if self.host_only and view is not None:
+            known = self.host_answers(view, request.service)
+            weights = []
+            for candidate, state in hosts:
+                raw = known.get(candidate.host)
+                if raw is None:
+                    raw = known[candidate.host] = float(self.weigh(state, request, candidate))
+                weights.append(raw)
+            return weights
+        weigh = self.weigh
+        return [float(weigh(state, request, candidate)) for candidate, state in hosts]
 
 
 def build_options(plugin: type[Plugin], raw: Mapping[str, Any] | None) -> Any:
@@ -151,3 +213,24 @@ def describe_options(plugin: type[Plugin]) -> list[tuple[str, str, Any]]:
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
         rows.append((f.name, _type_name(hints[f.name]), default))
     return rows
+
+
+def host_facts(view: Any, key: tuple, hosts: Sequence[tuple[Any, Any]],
+               fact: typing.Callable[[Any], Any]) -> list[Any]:
+    """``fact(state)`` of each ``(candidate, host state)`` pair, computed once per view.
+
+    ``fact`` must read the host's state alone; ``key`` names it with everything else it
+    depends on (options, service). The answers are kept in the KnowledgeView ``view``
+    (computed for every pair when ``view`` is None) and filled lazily, so a request
+    pays only for hosts no earlier request of this view asked about.
+    """
+    if view is None:
+        return [fact(state) for _, state in hosts]
+    known = view.derived(("host-facts", *key), lambda _: {})
+    facts = []
+    for candidate, state in hosts:
+        value = known.get(candidate.host, _MISSING)
+        if value is _MISSING:
+            value = known[candidate.host] = fact(state)
+        facts.append(value)
+    return facts

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cortex.plugins.base import Filter
+from cortex.plugins.base import Filter, host_facts
 from cortex.plugins.measures import aggregate_metadata
 from cortex.plugins.registry import register
 
@@ -34,10 +34,27 @@ class AllowedProjectsFilter(Filter):
 
     def check(self, host, request, candidate) -> str | None:
         """Reason when the host is reserved and the request's project is not allowed."""
+        return _refusal(self.allowed(host), request.project_id)
+
+    def check_all(self, hosts, request, view) -> dict[str, str]:
+        """``check`` of every host, with each host's allowed projects read once per view."""
+        key = (self.name, self.options.aggregate_keys, request.service)
+        allowed = host_facts(view, key, hosts, self.allowed)
+        project = request.project_id
+        return {c.host: _refusal(a, project)
+                for (c, _), a in zip(hosts, allowed, strict=True) if a and project not in a}
+
+    def allowed(self, host) -> frozenset[str]:
+        """The projects the host is reserved for (empty: every project)."""
         metadata = aggregate_metadata(host)
         allowed = set(host.allowed_projects).union(
             *(metadata.get(k, ()) for k in self.options.aggregate_keys))
         allowed.discard("")
-        if not allowed or request.project_id in allowed:
-            return None
-        return f"host is reserved for {len(allowed)} other project(s)"
+        return frozenset(allowed)
+
+
+def _refusal(allowed: frozenset[str], project: str | None) -> str | None:
+    """The reason when the host is reserved (``allowed``) and ``project`` is not allowed."""
+    if not allowed or project in allowed:
+        return None
+    return f"host is reserved for {len(allowed)} other project(s)"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cortex.plugins.base import Filter
+from cortex.plugins.base import Filter, host_facts
 from cortex.plugins.extra_specs import unmet
 from cortex.plugins.measures import num_io_ops
 from cortex.plugins.registry import register
@@ -75,6 +75,78 @@ class CapabilitiesBound(ComputeCapabilitiesFilter):
             if reason is None:
                 return None
         return reason
+
+
+    def check_all(self, hosts, request, view) -> dict[str, str]:
+        """``check`` of every host, each distinct set of the values the specs read judged once.
+
+        ``unmet`` reads, of a node's capabilities, only the top-level names its specs
+        of this scope (and unscoped keys) start with; nodes equal in those names get the
+        same answer, and a fleet has few distinct ones (hypervisor type, version...).
+        """
+        specs = request.flavor.extra_specs
+        names = _names_read(specs)
+        fold_case = frozenset(self.options.fold_case)
+        keys = view.derived(("capability-value-keys",), lambda _: {}) if view else {}
+        single = host_facts(view, ("capability-keys", names, request.service), hosts,
+                            lambda h: self._node_key(keys, names, h, h.all_nodes[0])
+                            if len(h.all_nodes) == 1 else None)
+        verdicts: dict[tuple, str | None] = {}
+        removed = {}
+        for (candidate, host), key in zip(hosts, single, strict=True):
+            nodes = host.nodes_named(candidate.nodes) if key is None else host.all_nodes
+            reason = "no node"
+            for node in nodes:
+                node_key = key or self._node_key(keys, names, host, node)
+                if node_key not in verdicts:
+                    verdicts[node_key] = unmet(specs, self._capabilities(host, node),
+                                               "capabilities", unscoped="if-present",
+                                               fold_case=fold_case)
+                reason = verdicts[node_key]
+                if reason is None:
+                    break
+            if reason is not None:
+                removed[candidate.host] = reason
+        return removed
+
+    def _capabilities(self, host, node) -> dict:
+        """The node's capabilities, from the view's table when it has them."""
+        capabilities = self._table.get((host.host, node.node))
+        return node_capabilities(host, node) if capabilities is None else capabilities
+
+    def _node_key(self, keys: dict, names: tuple[str, ...], host, node) -> tuple:
+        """What ``unmet`` reads of the node: a key per name in ``names``."""
+        capabilities = self._capabilities(host, node)
+        return tuple(_value_key(keys, host.host, node.node, n, capabilities.get(n))
+                     for n in names)
+
+
+def _names_read(specs) -> tuple[str, ...]:
+    """The top-level capability names ``unmet(..., "capabilities")`` reads for ``specs``."""
+    names = []
+    for key in specs:
+        head, sep, rest = key.partition(":")
+        if sep and head != "capabilities":
+            continue
+        names.append((rest if sep else key).split(":")[0])
+    return tuple(dict.fromkeys(names))
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _value_key(keys: dict, host: str, node: str, name: str, value) -> tuple:
+    """A hashable stand-in for ``value``: equal keys mean equal values, types included.
+
+    Scalars stand for themselves; a list or dict (``cpu_info``) by its repr, kept per
+    view in ``keys`` as it may be long.
+    """
+    if type(value) in _SCALARS:
+        return (type(value), value)
+    cached = keys.get((host, node, name))
+    if cached is None:
+        cached = keys[(host, node, name)] = (type(value), repr(value))
+    return cached
 
 
 _LAST: list = [None, {}]  # [view, table]: the table of the newest view asked for

@@ -16,7 +16,9 @@ its resources). Invert: none; narrow ``resource_classes`` to check fewer classes
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from cortex.plugins.base import Filter
@@ -53,6 +55,64 @@ class HasEnoughCapacityFilter(Filter):
             if reason is None:
                 return None
         return reason
+
+
+    def check_all(self, hosts, request, view) -> dict[str, str]:
+        """``check`` of the hosts that may fail; the others are cleared by free capacity.
+
+        Per requested class, the view's CapacityTable names the hosts that might not fit
+        (sorted free capacity, one test per kind of inventory units); only those, and
+        hosts with several nodes or migrations, are checked host by host.
+        """
+        if view is None or request.service != "nova":
+            return super().check_all(hosts, request, view)
+        suspects: set[str] = set()
+        for rc, amount in request.resources.items():
+            if rc in self.options.resource_classes:
+                table = view.derived(("capacity-table", rc), lambda v, rc=rc: CapacityTable(v, rc))
+                suspects |= table.suspects(amount)
+        removed = {}
+        for candidate, state in hosts:
+            if candidate.host in suspects:
+                reason = self.check(state, request, candidate)
+                if reason is not None:
+                    removed[candidate.host] = reason
+        return removed
+
+
+class CapacityTable:
+    """One resource class's free capacity over the single-node hosts of a view.
+
+    ``headroom = floor(capacity) - used`` is the most that fits by Placement's capacity
+    rule (``used + n <= capacity`` for whole ``n``); hosts are sorted by it and grouped
+    by their inventory's ``(min_unit, max_unit, step_size)``. Hosts with several nodes,
+    in-progress migrations or no inventory of the class are always suspects.
+    """
+
+    def __init__(self, view, rc: str) -> None:
+        rows, self.always, self.units = [], set(), {}
+        for name, host in view.hosts.items():
+            inventory = host.all_nodes[0].inventories.get(rc) if len(host.all_nodes) == 1 \
+                else None
+            if inventory is None or host.migrations or not math.isfinite(inventory.capacity):
+                self.always.add(name)
+                continue
+            rows.append((math.floor(inventory.capacity) - inventory.used, name))
+            units = (inventory.min_unit, inventory.max_unit, inventory.step_size)
+            self.units.setdefault(units, []).append(name)
+        rows.sort()
+        self.headroom = [h for h, _ in rows]
+        self.names = [n for _, n in rows]
+
+    def suspects(self, amount: int) -> set[str]:
+        """Hosts that may not fit ``amount``: every host that does is left out."""
+        suspects = set(self.always)
+        suspects.update(self.names[:bisect.bisect_left(self.headroom, amount)])
+        for (min_unit, max_unit, step_size), names in self.units.items():
+            if amount < min_unit or (max_unit and amount > max_unit) or (
+                    step_size > 1 and amount % step_size):
+                suspects.update(names)
+        return suspects
 
 
 def migration_claims(host) -> dict[str, int]:

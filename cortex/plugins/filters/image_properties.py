@@ -59,6 +59,28 @@ class ImagePropertiesFilter(Filter):
                 return None
         return reason
 
+    def check_all(self, hosts, request, view) -> dict[str, str]:
+        """``check`` of every host: the image read once, each kind of node judged once.
+
+        A node's verdict depends only on its architecture, hypervisor type and version,
+        of which a fleet has few combinations.
+        """
+        wanted = _wanted(request.image_properties)
+        verdicts: dict[tuple, str | None] = {}
+        removed = {}
+        for candidate, state in hosts:
+            reason = "no node"
+            for node in state.nodes_named(candidate.nodes):
+                kind = (node.cpu_arch, node.hypervisor_type, node.hypervisor_version)
+                if kind not in verdicts:
+                    verdicts[kind] = self._refusal(node, *wanted)
+                reason = verdicts[kind]
+                if reason is None:
+                    break
+            if reason is not None:
+                removed[candidate.host] = reason
+        return removed
+
     def _refusal(self, node, arch, hv_type, version) -> str | None:
         """Why ``node`` cannot run the image, or None."""
         node_arch = canonical_arch(node.cpu_arch)

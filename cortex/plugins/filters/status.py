@@ -20,6 +20,7 @@ class StatusFilter(Filter):
     """Remove disabled, down and ``COMPUTE_STATUS_DISABLED`` hosts."""
 
     name = "filter_status"
+    host_only = True
 
     def check(self, host, request, candidate) -> str | None:
         """Reason when the service is disabled or down."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cortex.plugins.base import Weigher
+from cortex.plugins.base import Weigher, host_facts
 from cortex.plugins.registry import register
 
 
@@ -49,3 +49,32 @@ class BinpackWeigher(Weigher):
             total += weight * used / inventory.capacity
             weight_sum += weight
         return total / weight_sum if weight_sum else 0.0
+
+    def weigh_all(self, hosts, request, view) -> list[float]:
+        """``weigh`` of every host, each single-node host's inventories read once per view."""
+        key = (self.name, repr(self.options), request.service)
+        terms = host_facts(view, key, hosts, self.terms)
+        resources = request.resources
+        weights = []
+        for (candidate, state), entries in zip(hosts, terms, strict=True):
+            if entries is None:
+                weights.append(self.weigh(state, request, candidate))
+                continue
+            total = weight_sum = 0.0
+            for rc, weight, used, capacity in entries:
+                total += weight * (used + resources.get(rc, 0)) / capacity
+                weight_sum += weight
+            weights.append(total / weight_sum if weight_sum else 0.0)
+        return weights
+
+    def terms(self, host) -> tuple | None:
+        """``((rc, weight, used, capacity), ...)`` that ``weigh`` sums, for a single-node host.
+
+        None for a host with several nodes (which node counts depends on the caller).
+        """
+        if len(host.all_nodes) != 1:
+            return None
+        inventories = host.all_nodes[0].inventories
+        return tuple((rc, weight, inventories[rc].used, inventories[rc].capacity)
+                     for rc, weight in self.options.resource_weights.items()
+                     if rc in inventories and inventories[rc].capacity > 0 and weight != 0)

@@ -19,6 +19,7 @@ class BuildFailureWeigher(Weigher):
     """Minus the recent build failures on the host."""
 
     name = "weigher_build_failures"
+    host_only = True
 
     def weigh(self, host, request, candidate) -> float:
         """``-failed_builds``."""

@@ -32,6 +32,7 @@ class ContentionWeigher(Weigher):
     """Minus the bounded contention of the host."""
 
     name = "weigher_contention"
+    host_only = True
     Options = ContentionOptions
 
     def weigh(self, host, request, candidate) -> float:

@@ -32,6 +32,7 @@ class InstanceCountWeigher(Weigher):
     """Instances on the host, scaled."""
 
     name = "weigher_instance_count"
+    host_only = True
     Options = InstanceCountOptions
 
     def weigh(self, host, request, candidate) -> float:

@@ -34,6 +34,7 @@ class IoOpsWeigher(Weigher):
     """Instances in I/O-heavy operations on the host, scaled."""
 
     name = "weigher_io_ops"
+    host_only = True
     Options = IoOpsOptions
 
     def weigh(self, host, request, candidate) -> float:

@@ -35,6 +35,7 @@ class MetricsWeigher(Weigher):
     """``sum(ratio * feature)`` over the configured metrics."""
 
     name = "weigher_metrics"
+    host_only = True
     Options = MetricsOptions
 
     def applies(self, request) -> bool:

@@ -44,3 +44,7 @@ class NoisyProjectsWeigher(Weigher):
             return 0.0
         mean = sum(busy) / len(busy)
         return -bounded(mean, self.options.lower_bound, self.options.upper_bound)
+
+    def weigh_all(self, hosts, request, view) -> list[float]:
+        """``weigh`` of every host; a host without instances weighs 0 at once."""
+        return [self.weigh(s, request, c) if s.instances else 0.0 for c, s in hosts]

@@ -19,6 +19,7 @@ class PoolAllocatedCapacityWeigher(Weigher):
     """Allocated share of the pool."""
 
     name = "weigher_pool_allocated_capacity"
+    host_only = True
     services = ("cinder", "manila")
 
     def weigh(self, pool, request, candidate) -> float:

@@ -32,6 +32,7 @@ class PoolUtilisationWeigher(Weigher):
     """Minus the bounded utilisation of the pool."""
 
     name = "weigher_pool_utilisation"
+    host_only = True
     services = ("cinder", "manila")
     Options = PoolUtilisationOptions
 

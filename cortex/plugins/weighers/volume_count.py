@@ -32,6 +32,7 @@ class VolumeCountWeigher(Weigher):
     """Volumes on the pool, scaled."""
 
     name = "weigher_volume_count"
+    host_only = True
     services = ("cinder",)
     Options = VolumeCountOptions
 
