@@ -15,30 +15,17 @@ and use ``weigher_network_domain`` for a soft preference.
 from __future__ import annotations
 
 from cortex.plugins.base import Filter
-from cortex.plugins.network_domains import GroupPlan, plan_group
+from cortex.plugins.network_domains import PlansGroups
 from cortex.plugins.network_options import NetworkDomainOptions
 from cortex.plugins.registry import register
 
 
 @register
-class NetworkDomainFilter(Filter):
+class NetworkDomainFilter(PlansGroups, Filter):
     """Remove hosts outside the group's network domain (when hard) or below the bandwidth."""
 
     name = "filter_network_domain"
     Options = NetworkDomainOptions
-
-    def __init__(self, options=None, plan: GroupPlan | None = None) -> None:
-        super().__init__(options)
-        self.plan = plan
-        self.detail = plan.detail if plan else None
-
-    def applies(self, request) -> bool:
-        """Only for Nova requests that are part of a group or carry network hints."""
-        return request.service == "nova" and request.network.asks_anything
-
-    def bind(self, request, view):
-        """A filter holding this request's GroupPlan (None: no topology known)."""
-        return NetworkDomainFilter(self.options, plan_group(request, view, self.options))
 
     def check(self, host, request, candidate) -> str | None:
         """Reason when the host's leaf misses the bandwidth or, if hard, the domain."""

@@ -13,30 +13,17 @@ spreads, for distributed) as asked; Invert with a negative multiplier.
 from __future__ import annotations
 
 from cortex.plugins.base import Weigher
-from cortex.plugins.network_domains import GroupPlan, plan_group
+from cortex.plugins.network_domains import PlansGroups
 from cortex.plugins.network_options import NetworkDomainOptions
 from cortex.plugins.registry import register
 
 
 @register
-class NetworkDomainWeigher(Weigher):
+class NetworkDomainWeigher(PlansGroups, Weigher):
     """The host's closeness to the group's domain (or spread, for distributed)."""
 
     name = "weigher_network_domain"
     Options = NetworkDomainOptions
-
-    def __init__(self, options=None, plan: GroupPlan | None = None) -> None:
-        super().__init__(options)
-        self.plan = plan
-        self.detail = plan.detail if plan else None
-
-    def applies(self, request) -> bool:
-        """Only for Nova requests that are part of a group or carry network hints."""
-        return request.service == "nova" and request.network.asks_anything
-
-    def bind(self, request, view):
-        """A weigher holding this request's GroupPlan (None: no topology known)."""
-        return NetworkDomainWeigher(self.options, plan_group(request, view, self.options))
 
     def weigh(self, host, request, candidate) -> float:
         """See the module docstring."""
