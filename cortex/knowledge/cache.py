@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -93,6 +94,7 @@ class KnowledgeCache:
                                        network_keys=self._network_keys)
                 LOG.info("knowledge view loaded: version %d, %d hosts",
                          self._view.version, len(self._view.hosts))
+                settle_garbage_collector()
             self.checked_at = self._clock()
             self._failures, self.last_error = 0, None
             self._next_check = self.checked_at + self._interval
@@ -105,3 +107,19 @@ class KnowledgeCache:
                         type(exc).__name__, backoff)
         finally:
             self._lock.release()
+
+
+def settle_garbage_collector() -> None:
+    """Keep the long-lived knowledge out of the garbage collector's full passes.
+
+    A view of N hosts holds some 15 N tracked objects that live until the next version;
+    every full collection (triggered by the garbage of ordinary requests) traverses all
+    of them: ~100 ms at 1,000 hosts under load, the p99 of the latency benchmark. After
+    a view loads: unfreeze (so cycles left by the replaced view can be collected),
+    collect once, and freeze what survives into the permanent generation
+    (:func:`gc.freeze`, the CPython idiom for long-lived data). Freed by reference
+    counting all the same when the next view replaces it.
+    """
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()

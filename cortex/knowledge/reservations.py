@@ -108,7 +108,7 @@ def with_reservations(view: KnowledgeView, reservations: Iterable[Reservation],
     if by_host:
         hosts = MappingProxyType(dict(view.hosts) | {
             host: reserve_host(view.hosts[host], items) for host, items in by_host.items()})
-    return dataclasses.replace(view, hosts=hosts, reservations=tuple(live))
+    return dataclasses.replace(view, hosts=hosts, reservations=tuple(live), base=view)
 
 
 class MemoryReservations:

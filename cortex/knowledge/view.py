@@ -212,7 +212,22 @@ class KnowledgeView:
         default_factory=lambda: MappingProxyType({}))
     network: NetworkTopology = field(default_factory=NetworkTopology)
     reservations: tuple[Any, ...] = ()
+    base: KnowledgeView | None = field(default=None, repr=False, compare=False)
     _derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def per_host(self, key: Hashable) -> dict:
+        """A dict of per-host facts under ``key``, shared with the view this one overlays.
+
+        An overlay (``base`` set: the view with in-flight reservations counted) replaces
+        only the states of the hosts it changes, so facts of a host may be shared across
+        the overlays of one knowledge version if each entry is stored as ``(host state,
+        value)`` and read only when the state is the very same object (``is``). Every
+        reader must check that; the dict lives as long as the root view.
+        """
+        root = self
+        while root.base is not None:
+            root = root.base
+        return root.derived(("per-host", key), lambda _: {})
 
     def derived(self, key: Hashable, build: Callable[[KnowledgeView], T]) -> T:
         """The fact ``build(view)`` under ``key``, computed once per view and then shared.

@@ -15,8 +15,6 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-_MISSING = object()
-
 
 class OptionsError(ValueError):
     """A step's options do not fit its plugin's options dataclass; the message says how."""
@@ -66,11 +64,12 @@ class Plugin:
         """This plugin's answers so far per host (or pool) of ``service`` in ``view``.
 
         For ``host_only`` plugins: keyed by the plugin's name and options, filled lazily
-        by the batch methods; the view discards it with itself when the knowledge
-        version moves.
+        by the batch methods with ``(host state, answer)`` per host name
+        (:meth:`KnowledgeView.per_host`: shared with the view's reservation overlays, an
+        answer read only for the very same state); the view discards it with itself when
+        the knowledge version moves.
         """
-        return view.derived(("host-answers", self.name, repr(self.options), service),
-                            lambda _: {})
+        return view.per_host(("host-answers", self.name, repr(self.options), service))
 
 
 class Filter(Plugin):
@@ -103,9 +102,12 @@ class Filter(Plugin):
         if self.host_only and view is not None:
             known = self.host_answers(view, request.service)
             for candidate, state in hosts:
-                reason = known.get(candidate.host, _MISSING)
-                if reason is _MISSING:
-                    reason = known[candidate.host] = self.check(state, request, candidate)
+                entry = known.get(candidate.host)
+                if entry is not None and entry[0] is state:
+                    reason = entry[1]
+                else:
+                    reason = self.check(state, request, candidate)
+                    known[candidate.host] = (state, reason)
                 if reason is not None:
                     removed[candidate.host] = reason
             return removed
@@ -139,9 +141,12 @@ class Weigher(Plugin):
             known = self.host_answers(view, request.service)
             weights = []
             for candidate, state in hosts:
-                raw = known.get(candidate.host)
-                if raw is None:
-                    raw = known[candidate.host] = float(self.weigh(state, request, candidate))
+                entry = known.get(candidate.host)
+                if entry is not None and entry[0] is state:
+                    raw = entry[1]
+                else:
+                    raw = float(self.weigh(state, request, candidate))
+                    known[candidate.host] = (state, raw)
                 weights.append(raw)
             return weights
         weigh = self.weigh
@@ -226,11 +231,14 @@ def host_facts(view: Any, key: tuple, hosts: Sequence[tuple[Any, Any]],
     """
     if view is None:
         return [fact(state) for _, state in hosts]
-    known = view.derived(("host-facts", *key), lambda _: {})
+    known = view.per_host(("host-facts", *key))
     facts = []
     for candidate, state in hosts:
-        value = known.get(candidate.host, _MISSING)
-        if value is _MISSING:
-            value = known[candidate.host] = fact(state)
+        entry = known.get(candidate.host)
+        if entry is not None and entry[0] is state:
+            value = entry[1]
+        else:
+            value = fact(state)
+            known[candidate.host] = (state, value)
         facts.append(value)
     return facts

@@ -115,3 +115,15 @@ def test_cold_cache_makes_concurrent_callers_wait_for_the_first_load(counted):
         first.join()
     finally:
         cache_module.load_view = real_load
+
+
+def test_a_loaded_view_is_frozen_out_of_full_collections(counted):
+    import gc
+
+    gc.unfreeze()
+    cache = KnowledgeCache(engine=None, interval=1.0, clock=Clock())
+    view = cache.view()
+    frozen = gc.get_freeze_count()
+    assert frozen >= len(view.hosts) > 0
+    assert all(o is not view for o in gc.get_objects(generation=2))  # frozen: in none
+    gc.unfreeze()

@@ -43,8 +43,9 @@ class ComputeCapabilitiesFilter(Filter):
         return bool(request.flavor.extra_specs)
 
     def bind(self, request, view) -> CapabilitiesBound:
-        """The filter with the capabilities of ``view``'s nodes, built once per version."""
-        return CapabilitiesBound(self.options, _capabilities_of(view))
+        """The filter with the capabilities of ``view``'s nodes, each computed once per version."""
+        return CapabilitiesBound(self.options, view.per_host(("capabilities",))
+                                 if view is not None else {})
 
     def check(self, host, request, candidate) -> str | None:
         """Reason of the last named node's first unmet spec, when no node meets them all."""
@@ -56,7 +57,7 @@ class CapabilitiesBound(ComputeCapabilitiesFilter):
 
     def __init__(self, options, table: dict) -> None:
         super().__init__(options)
-        self._table = table
+        self._table = table  # {(host, node): (host state, capabilities)}
 
     def bind(self, request, view) -> CapabilitiesBound:
         """Already bound."""
@@ -66,9 +67,7 @@ class CapabilitiesBound(ComputeCapabilitiesFilter):
         """Reason of the last named node's first unmet spec, when no node meets them all."""
         reason = "no node"
         for node in host.nodes_named(candidate.nodes):
-            capabilities = self._table.get((host.host, node.node))
-            if capabilities is None:
-                capabilities = node_capabilities(host, node)
+            capabilities = self._capabilities(host, node)
             reason = unmet(request.flavor.extra_specs, capabilities,
                            "capabilities", unscoped="if-present",
                            fold_case=frozenset(self.options.fold_case))
@@ -87,7 +86,7 @@ class CapabilitiesBound(ComputeCapabilitiesFilter):
         specs = request.flavor.extra_specs
         names = _names_read(specs)
         fold_case = frozenset(self.options.fold_case)
-        keys = view.derived(("capability-value-keys",), lambda _: {}) if view else {}
+        keys = view.per_host(("capability-value-keys",)) if view else {}
         single = host_facts(view, ("capability-keys", names, request.service), hosts,
                             lambda h: self._node_key(keys, names, h, h.all_nodes[0])
                             if len(h.all_nodes) == 1 else None)
@@ -110,15 +109,18 @@ class CapabilitiesBound(ComputeCapabilitiesFilter):
         return removed
 
     def _capabilities(self, host, node) -> dict:
-        """The node's capabilities, from the view's table when it has them."""
-        capabilities = self._table.get((host.host, node.node))
-        return node_capabilities(host, node) if capabilities is None else capabilities
+        """The node's capabilities, kept in the view's table for this very host state."""
+        entry = self._table.get((host.host, node.node))
+        if entry is not None and entry[0] is host:
+            return entry[1]
+        capabilities = node_capabilities(host, node)
+        self._table[(host.host, node.node)] = (host, capabilities)
+        return capabilities
 
     def _node_key(self, keys: dict, names: tuple[str, ...], host, node) -> tuple:
         """What ``unmet`` reads of the node: a key per name in ``names``."""
         capabilities = self._capabilities(host, node)
-        return tuple(_value_key(keys, host.host, node.node, n, capabilities.get(n))
-                     for n in names)
+        return tuple(_value_key(keys, host, node.node, n, capabilities.get(n)) for n in names)
 
 
 def _names_read(specs) -> tuple[str, ...]:
@@ -135,37 +137,20 @@ def _names_read(specs) -> tuple[str, ...]:
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _value_key(keys: dict, host: str, node: str, name: str, value) -> tuple:
+def _value_key(keys: dict, host, node: str, name: str, value) -> tuple:
     """A hashable stand-in for ``value``: equal keys mean equal values, types included.
 
     Scalars stand for themselves; a list or dict (``cpu_info``) by its repr, kept per
-    view in ``keys`` as it may be long.
+    host state in ``keys`` (``{(host, node, name): (state, key)}``) as it may be long.
     """
     if type(value) in _SCALARS:
         return (type(value), value)
-    cached = keys.get((host, node, name))
-    if cached is None:
-        cached = keys[(host, node, name)] = (type(value), repr(value))
-    return cached
-
-
-_LAST: list = [None, {}]  # [view, table]: the table of the newest view asked for
-
-
-def _capabilities_of(view) -> dict:
-    """``{(host, node): capabilities}`` for ``view``, computed once per view.
-
-    Views are immutable and replaced as a whole when knowledge changes, so the table
-    of the last view asked for is kept, by identity; a racing rebuild is harmless.
-    """
-    if view is None:
-        return {}
-    cached_view, table = _LAST
-    if cached_view is not view:
-        table = {(h.host, n.node): node_capabilities(h, n)
-                 for h in view.hosts.values() for n in h.all_nodes}
-        _LAST[:] = [view, table]
-    return table
+    entry = keys.get((host.host, node, name))
+    if entry is not None and entry[0] is host:
+        return entry[1]
+    key = (type(value), repr(value))
+    keys[(host.host, node, name)] = (host, key)
+    return key
 
 
 def node_capabilities(host, node) -> dict:
