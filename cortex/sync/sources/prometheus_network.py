@@ -175,17 +175,21 @@ def resolve_locations(found: Iterable[SeriesLocation], earlier_hosts: set[str],
                 skipped.skip("conflicting", f"host {location.host}: leaf {leaf} is "
                              f"(spine, block, uplink) {winner} on its other hosts, "
                              f"{location.domain} here")
-    leaves = {x.leaf for x in agreed.values()} | {
-        n for n, kind in earlier_domains.items() if kind == "leaf"}
-    spines = {x.spine for x in agreed.values() if x.spine} | {
-        n for n, kind in earlier_domains.items() if kind == "spine"}
     result = {}
-    for host, location in sorted(agreed.items()):
-        both = location.leaf if location.leaf in spines else location.spine
-        if both in leaves and both in spines:
-            skipped.skip("conflicting", f"host {host}: {both} names both a leaf and a spine")
+    for host, location in sorted(agreed.items()):  # the earlier source's names stand
+        if earlier_domains.get(location.leaf) == "spine" or \
+                earlier_domains.get(location.spine or "") == "leaf":
+            skipped.skip("conflicting", f"host {host}: leaf {location.leaf} spine "
+                         f"{location.spine}: the topology file has them the other way round")
         else:
             result[host] = location
+    both = {x.leaf for x in result.values()} & {x.spine for x in result.values()}
+    for host, location in list(result.items()):  # Prometheus alone: neither can be told
+        if location.leaf in both or location.spine in both:
+            skipped.skip("conflicting", f"host {host}: "
+                         f"{location.leaf if location.leaf in both else location.spine} "
+                         "names both a leaf and a spine")
+            del result[host]
     return result, placed_earlier
 
 
