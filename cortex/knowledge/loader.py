@@ -47,7 +47,8 @@ def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None,
     """Read every knowledge table in one transaction and freeze the result.
 
     ``network_keys`` are the aggregate metadata keys of the network location
-    (``[network]`` options; default ``topology:leaf`` etc.).
+    (``[network]`` options; default ``topology:leaf`` etc.); aggregates place hosts
+    before the stored file and Prometheus locations (:func:`build_topology`).
     ``bind`` may be a Connection inside the caller's transaction (tests). Hosts whose
     topology report is still the one ``previous`` (the view being replaced) holds keep
     that HostTopology; only new or changed reports are read and built again.
