@@ -21,7 +21,10 @@ skipped series or host: a series without the host or leaf label (or the spine la
 when one is configured), or with an uplink that is not a positive number, is
 *malformed*; a host whose series disagree (two leaves: a dual-homed host), a host
 whose leaf's other hosts agree on different spine/block/uplink values (the most
-common values win), and a name used both as a leaf and as a spine are *conflicting*.
+common values win; a tie goes to the first in sort order), and a name used both as a
+leaf and as a spine (the file's use of a name stands; among Prometheus names alone,
+both hosts are skipped) are *conflicting*. The replacement happens in the sync run's
+one transaction: a failed run leaves the previous rows as they were.
 """
 
 from __future__ import annotations
