@@ -108,6 +108,25 @@ OPTIONS: tuple[Option, ...] = (
            "Aggregate metadata key naming the NVLink/NVL block of the aggregate's hosts."),
     Option("network", "uplink_key", str, "topology:uplink_gbps",
            "Aggregate metadata key giving the leaf's uplink bandwidth in Gbit/s."),
+    Option("network", "prometheus_query", str, "",
+           "PromQL instant query whose series carry each host's network location in their "
+           "labels (an LLDP exporter's neighbour metric, a node_exporter textfile metric), "
+           "run by the prometheus sync source ([prometheus] url). Aggregates and the "
+           "topology file place hosts before it. Empty: this source is off."),
+    Option("network", "prometheus_host_label", str, "instance",
+           "Label of prometheus_query's series naming the compute host (matched to Nova "
+           "hosts like the [prometheus] feature queries: port and domain stripped)."),
+    Option("network", "prometheus_leaf_label", str, "leaf",
+           "Label of prometheus_query's series naming the host's leaf (top-of-rack switch)."),
+    Option("network", "prometheus_spine_label", str, "spine",
+           "Label naming the leaf's spine; a series without it is skipped. Empty: spines "
+           "are not taken from Prometheus."),
+    Option("network", "prometheus_block_label", str, "",
+           "Label naming the NVLink/NVL block of the host's leaf (optional per series). "
+           "Empty: not used."),
+    Option("network", "prometheus_uplink_label", str, "",
+           "Label giving the leaf's uplink bandwidth in Gbit/s (optional per series). "
+           "Empty: not used."),
     Option("gpu", "pci_alias", str, "",
            "PCI aliases, the same JSON as Nova's [pci] alias (one object, or a list of "
            "objects on one line): name, vendor_id, product_id, device_type, numa_policy. "

@@ -602,7 +602,8 @@ class NetworkDomain(Base):
     ``block``; ``uplink_gbps`` is the domain's uplink bandwidth in Gbit/s (None:
     unknown); ``adjacent`` lists the leaves the file calls adjacent (None: not stated,
     meaning every leaf of the same spine). ``source`` says where the row came from
-    (``file``).
+    (``file``: ``cortex-manage network load``; ``prometheus``: the prometheus sync
+    source's ``[network] prometheus_query``). One name, one row: the file's wins.
     """
 
     __tablename__ = "network_domains"
@@ -618,7 +619,11 @@ class NetworkDomain(Base):
 
 
 class NetworkLocation(Base):
-    """A host's leaf from the topology file (its spine and block are the leaf's)."""
+    """A host's leaf (its spine and block are the leaf's); ``source`` as NetworkDomain's.
+
+    One row per host: the file's wins over Prometheus's. A ``prometheus`` row may point
+    at a ``file`` leaf (the file knows the leaf, Prometheus the host).
+    """
 
     __tablename__ = "network_locations"
 

@@ -10,8 +10,13 @@ from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from cortex.db import models
-from cortex.knowledge.network import MetadataKeys, build_topology
-from cortex.knowledge.network_store import read_topology
+from cortex.knowledge.network import (
+    SOURCE_FILE,
+    SOURCE_PROMETHEUS,
+    MetadataKeys,
+    build_topology,
+)
+from cortex.knowledge.network_store import read_topologies
 from cortex.knowledge.topology import HostTopology, placement_gpu_usage, topology_from_report
 from cortex.knowledge.topology_store import read_reports, report_times
 from cortex.knowledge.view import (
@@ -42,7 +47,8 @@ def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None,
     """Read every knowledge table in one transaction and freeze the result.
 
     ``network_keys`` are the aggregate metadata keys of the network location
-    (``[network]`` options; default ``topology:leaf`` etc.).
+    (``[network]`` options; default ``topology:leaf`` etc.); aggregates place hosts
+    before the stored file and Prometheus locations (:func:`build_topology`).
     ``bind`` may be a Connection inside the caller's transaction (tests). Hosts whose
     topology report is still the one ``previous`` (the view being replaced) holds keep
     that HostTopology; only new or changed reports are read and built again.
@@ -60,13 +66,15 @@ def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None,
         pools = session.scalars(select(models.StoragePool)).all()
         topologies = _topologies(session, {row.host for row in nodes}, nodes, previous)
         by_host = _aggregates_by_host(aggregates)
+        stored = read_topologies(session)
         return KnowledgeView(
             version=int(version),
             loaded_at=datetime.now(UTC),
             hosts=_hosts(nodes, by_host, topologies),
             pools=_pools(pools),
-            network=build_topology(by_host, read_topology(session),
-                                   network_keys or MetadataKeys()),
+            network=build_topology(by_host, stored.get(SOURCE_FILE),
+                                   network_keys or MetadataKeys(),
+                                   stored.get(SOURCE_PROMETHEUS)),
         )
 
 

@@ -9,7 +9,11 @@ domain spanning hosts). Sources, first match wins per host (issue #9):
    ``topology:uplink_gbps`` alongside) places its member hosts;
 2. the topology file (``etc/cortex/network-topology.yaml``, loaded into the knowledge
    tables by ``cortex-manage network load``): spines, leaves with their hosts, uplink
-   bandwidth and which leaves are adjacent.
+   bandwidth and which leaves are adjacent;
+3. Prometheus labels (``[network] prometheus_query`` and its label options, stored by
+   the prometheus sync source, see :mod:`cortex.sync.sources.prometheus_network`):
+   leaves, spines, NVL blocks and uplinks as the series' labels name them; a leaf the
+   file defines keeps the file's spine, block, uplink and adjacency.
 
 Adjacency: two leaves are adjacent when the file says so; a leaf the file gives no
 adjacency for is adjacent to every leaf under the same spine (in a two-tier leaf/spine
@@ -30,6 +34,7 @@ import yaml
 
 SOURCE_AGGREGATE = "aggregate"
 SOURCE_FILE = "file"
+SOURCE_PROMETHEUS = "prometheus"  # the prometheus sync source's name, which stores the rows
 
 
 class NetworkTopologyError(ValueError):
@@ -174,14 +179,19 @@ def _float(value: Any) -> float | None:
 
 def build_topology(aggregates_by_host: Mapping[str, Iterable[Any]],
                    document: Mapping[str, Any] | None,
-                   keys: MetadataKeys = MetadataKeys()) -> NetworkTopology:
-    """Resolve every host's location: aggregate metadata first, then the topology file.
+                   keys: MetadataKeys = MetadataKeys(),
+                   prometheus: Mapping[str, Any] | None = None) -> NetworkTopology:
+    """Resolve every host's location: aggregate metadata, then the file, then Prometheus.
 
     ``aggregates_by_host``: ``{host: [Aggregate]}`` (objects with ``metadata``);
-    ``document``: a :func:`parse_topology` result or None. The leaves are those of the
-    file plus those only aggregates name; see the module docstring for adjacency.
+    ``document``: a :func:`parse_topology` result or None; ``prometheus``: the stored
+    Prometheus locations in the same shape (a leaf the file defines may appear in it
+    with just its hosts) or None. A host keeps the location of the first source that
+    places it. The leaves are those of the file, those only Prometheus names and those
+    only aggregates name; see the module docstring for adjacency.
     """
     document = document or {"spines": {}, "leaves": {}}
+    prometheus = prometheus or {"spines": {}, "leaves": {}}
     locations: dict[str, NetworkLocation] = {}
     leaf_info: dict[str, dict[str, Any]] = {}
     for host, aggregates in aggregates_by_host.items():
@@ -197,17 +207,23 @@ def build_topology(aggregates_by_host: Mapping[str, Iterable[Any]],
                                            "source": SOURCE_AGGREGATE})
         info["spine"] = info["spine"] or locations[host].spine
         info["uplink"] = info["uplink"] or _float(metadata.get(keys.uplink_gbps))
-    for name, leaf in document["leaves"].items():
-        for host in leaf["hosts"]:
-            locations.setdefault(host, NetworkLocation(host, leaf.get("spine"), name,
-                                                       leaf.get("block"), SOURCE_FILE))
-        info = leaf_info.setdefault(name, {"spine": None, "uplink": None,
-                                           "source": SOURCE_FILE})
-        info["spine"] = info["spine"] or leaf.get("spine")
-        info["uplink"] = info["uplink"] or leaf.get("uplink_gbps")
-        if "adjacent" in leaf:
-            info["adjacent"] = set(leaf["adjacent"])
-    return _assemble(locations, leaf_info, document)
+    for source, stored in ((SOURCE_FILE, document), (SOURCE_PROMETHEUS, prometheus)):
+        for name, leaf in stored["leaves"].items():
+            info = leaf_info.setdefault(name, {"spine": None, "uplink": None, "block": None,
+                                               "source": source})
+            info["spine"] = info["spine"] or leaf.get("spine")
+            info["uplink"] = info["uplink"] or leaf.get("uplink_gbps")
+            info["block"] = info.get("block") or leaf.get("block")
+            if "adjacent" in leaf:
+                info["adjacent"] = set(leaf["adjacent"])
+            for host in leaf["hosts"]:
+                locations.setdefault(host, NetworkLocation(
+                    host, leaf.get("spine") or info["spine"], name,
+                    leaf.get("block") or info["block"], source))
+    spines = dict(document.get("spines", {}))
+    for name, value in prometheus.get("spines", {}).items():
+        spines.setdefault(name, value)
+    return _assemble(locations, leaf_info, {"spines": spines})
 
 
 def _assemble(locations: dict[str, NetworkLocation], leaf_info: dict[str, dict[str, Any]],

@@ -56,3 +56,25 @@ def test_shipped_files_are_found():
     assert conf.shipped_file("pipelines.yaml").name == "pipelines.yaml"
     with pytest.raises(conf.ConfigError):
         conf.shipped_file("nope.yaml")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[network]\nprometheus_query = lldp_neighbor_info\nprometheus_leaf_label =\n",
+     "[network] prometheus_leaf_label is required when prometheus_query is set"),
+    ("[network]\nprometheus_query = lldp_neighbor_info\nprometheus_block_label = rack-id\n",
+     "[network] prometheus_block_label: 'rack-id' is not a Prometheus label name"),
+])
+def test_bad_network_labels_name_the_option(tmp_path, text, message):
+    from cortex.sync.sources.prometheus_network import NetworkQuery
+
+    path = tmp_path / "cortex.conf"
+    path.write_text(text)
+    with pytest.raises(conf.ConfigError) as info:
+        NetworkQuery.from_conf(conf.load(str(path), environ={}))
+    assert message in str(info.value)
+
+
+def test_the_network_query_is_off_by_default():
+    from cortex.sync.sources.prometheus_network import NetworkQuery
+
+    assert NetworkQuery.from_conf(conf.load(environ={})) is None

@@ -9,6 +9,7 @@ import pytest
 from cortex.knowledge.network import (
     SOURCE_AGGREGATE,
     SOURCE_FILE,
+    SOURCE_PROMETHEUS,
     MetadataKeys,
     NetworkTopologyError,
     build_topology,
@@ -60,6 +61,27 @@ def test_aggregate_metadata_comes_before_the_file():
     assert network.locations["h11"].source == SOURCE_FILE
     assert network.leaves["rack-9"].uplink_gbps == 800.0
     assert network.leaves["l1"].adjacent == {"l2"}
+
+
+def test_aggregates_then_the_file_then_prometheus():
+    aggregates = {"h10": [aggregate("a", **{"topology:leaf": "rack-9"})]}
+    prometheus = {"spines": {"sp": {"uplink_gbps": None}}, "leaves": {
+        "p1": {"spine": "sp", "block": "nvl-p", "uplink_gbps": 400,
+               "hosts": ["h10", "h11", "x1"]},
+        "l2": {"hosts": ["x2"]}}}  # a leaf the file defines: only hosts
+    network = build_topology(aggregates, parse_topology(CHAIN), MetadataKeys(), prometheus)
+    where = {h: (network.locations[h].leaf, network.locations[h].spine,
+                 network.locations[h].block, network.locations[h].source)
+             for h in ("h10", "h11", "x1", "x2")}
+    assert where == {"h10": ("rack-9", None, None, SOURCE_AGGREGATE),
+                     "h11": ("l1", "s1", None, SOURCE_FILE),
+                     "x1": ("p1", "sp", "nvl-p", SOURCE_PROMETHEUS),
+                     "x2": ("l2", "s1", None, SOURCE_PROMETHEUS)}
+    assert network.leaves["l2"].source == SOURCE_FILE
+    assert network.leaves["l2"].adjacent == {"l1", "l3"}
+    assert "x2" in network.leaves["l2"].hosts
+    assert network.leaves["p1"].hosts == ("x1",)
+    assert network.spines == {"s1": 3200, "sp": None}
 
 
 def test_configured_keys_and_same_spine_adjacency():

@@ -280,7 +280,7 @@ def call(response, endpoint="query"):
     source = PrometheusSource("http://prometheus:9090/", [], session=StubSession(response))
     ctx = SyncContext(None)
     query = Query("gpu_utilization", "DCGM_FI_DEV_GPU_UTIL", "ratio", ("Hostname",))
-    return source._call(ctx, endpoint, {"query": query.query}, query), ctx
+    return source._call(ctx, endpoint, {"query": query.query}, query.feature), ctx
 
 
 def test_prometheus_warnings_are_kept_with_the_data():
@@ -306,3 +306,26 @@ def test_prometheus_error_envelopes(response, error, text):
     with pytest.raises(SourceError, match=r".*") as caught:
         call(response)
     assert type(caught.value).__name__ == error and text in str(caught.value)
+
+
+def test_network_series_that_name_a_leaf_and_a_spine_alike_or_tie_are_settled():
+    from cortex.sync.sources.prometheus_network import (
+        SeriesLocation,
+        Skipped,
+        resolve_locations,
+    )
+
+    skipped = Skipped()
+    found = [SeriesLocation("h1", "l1", "s1", None, None),
+             SeriesLocation("h2", "l1", "s2", None, None),  # a tie with h1: sorts after
+             SeriesLocation("h3", "f-spine", "s9", None, None),  # leaf named as a spine
+             SeriesLocation("h4", "f-leaf", "s7", "b", 100.0),  # the file's leaf wins
+             SeriesLocation("h5", "l5", "f-spine", None, None),  # the file's spine: fine
+             SeriesLocation("h7", "x", "y", None, None),  # y a spine here, a leaf next:
+             SeriesLocation("h8", "y", "z", None, None)]  # which is wrong cannot be told
+    locations, earlier = resolve_locations(found, {"h6"}, {"f-leaf": "leaf",
+                                                            "f-spine": "spine"}, skipped)
+    assert locations == {"h1": SeriesLocation("h1", "l1", "s1", None, None),
+                         "h4": SeriesLocation("h4", "f-leaf", None, None, None),
+                         "h5": SeriesLocation("h5", "l5", "f-spine", None, None)}
+    assert (earlier, skipped.conflicting, skipped.malformed) == (0, 4, 0)

@@ -22,6 +22,9 @@ staleness_seconds``; range features also get ``<feature>.window_mean``, the mean
 of the window's samples. A query Prometheus rejects (``bad_data``,
 ``execution``: HTTP 400/422) is reported in the run's warnings and keeps its
 previous data; an unreachable or failing Prometheus fails the run.
+
+With ``[network] prometheus_query`` set, the same run also maps that query's series
+to hosts' network locations (see :mod:`cortex.sync.sources.prometheus_network`).
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ from cortex.sync import derive
 from cortex.sync.openstack import SourceError
 from cortex.sync.snapshot import TableCounts, append_rows
 from cortex.sync.source import Source, SyncContext
+from cortex.sync.sources import prometheus_network
+from cortex.sync.sources.prometheus_network import NetworkQuery
 
 AGGREGATES = {
     "mean": lambda values: sum(values) / len(values),
@@ -178,7 +183,7 @@ class PrometheusSource(Source):
     def __init__(self, url: str, queries: list[Query], timeout: float = 30.0,
                  retention_hours: float = 24.0, staleness_seconds: float = 300.0,
                  session: requests.Session | None = None,
-                 clock=time.time) -> None:
+                 clock=time.time, network: NetworkQuery | None = None) -> None:
         self._url = url.rstrip("/")
         self._queries = queries
         self._timeout = timeout
@@ -186,20 +191,28 @@ class PrometheusSource(Source):
         self._staleness = staleness_seconds
         self._session = session or requests.Session()
         self._clock = clock
+        self._network = network
 
     @classmethod
     def from_conf(cls, conf: Config) -> PrometheusSource:
-        """The source of ``[prometheus]``; ConfigError without a URL or with a bad queries file."""
+        """The source of ``[prometheus]`` and ``[network] prometheus_*``.
+
+        ConfigError without a URL, with a bad queries file or bad network labels.
+        """
         url = conf.get("prometheus", "url")
         if not url:
             raise ConfigError("[prometheus] url is required for the prometheus source")
         path = conf.get("prometheus", "queries_file") or shipped_file("prometheus-queries.yaml")
         return cls(url, load_queries(path), conf.get("prometheus", "timeout"),
                    conf.get("prometheus", "retention_hours"),
-                   conf.get("prometheus", "staleness_seconds"))
+                   conf.get("prometheus", "staleness_seconds"),
+                   network=NetworkQuery.from_conf(conf))
 
     def sync(self, ctx: SyncContext) -> None:
-        """Run every query; write latest values, samples, retention and host features."""
+        """Run every query; write latest values, samples, retention and host features.
+
+        With a network query configured, also the hosts' network locations.
+        """
         now = self._clock()
         table = models.Hypervisor.__table__
         resolver = HostResolver(list(ctx.connection.execute(
@@ -221,13 +234,16 @@ class PrometheusSource(Source):
                 failed.add(query.feature)
         latest.keep(lambda key: key[0] in failed)
         latest.finish()
+        if self._network is not None:
+            self._locations(ctx, now, resolver, unmatched)
         self._apply_retention(ctx, now)
         ctx.detail.update(unmatched_hosts=sorted(unmatched)[:50], failed_queries=sorted(failed))
         self._features(ctx, now)
 
     def _instant(self, ctx, query: Query, now: float, resolver, unmatched) -> list[SeriesValues]:
         """The vector of an instant query at ``now``, as series with one point each."""
-        data = self._call(ctx, "query", {"query": query.query, "time": f"{now:.3f}"}, query)
+        data = self._call(ctx, "query", {"query": query.query, "time": f"{now:.3f}"},
+                          query.feature)
         if data.get("resultType") != "vector":
             raise QueryRejected(f"{query.feature}: instant query returned "
                                 f"{data.get('resultType')}, not a vector")
@@ -248,7 +264,7 @@ class PrometheusSource(Source):
             chunk_end = min(end, start + query.step * (MAX_POINTS - 1))
             data = self._call(ctx, "query_range", {
                 "query": query.query, "start": f"{start:.3f}", "end": f"{chunk_end:.3f}",
-                "step": f"{query.step:g}"}, query)
+                "step": f"{query.step:g}"}, query.feature)
             if data.get("resultType") != "matrix":
                 raise QueryRejected(f"{query.feature}: range query returned "
                                     f"{data.get('resultType')}, not a matrix")
@@ -279,9 +295,56 @@ class PrometheusSource(Source):
                     target.points.append((float(ts), value))
         return [s for s in by_key.values() if s.points]
 
+    def _locations(self, ctx: SyncContext, now: float, resolver: HostResolver,
+                   unmatched: set[str]) -> None:
+        """Replace the ``prometheus`` network locations with those the network query gives.
+
+        A query Prometheus rejects (or that is not a vector) is a warning and keeps the
+        previous locations; bad series are skipped and counted in ``detail["network"]``.
+        """
+        query = self._network
+        try:
+            data = self._call(ctx, "query", {"query": query.query, "time": f"{now:.3f}"},
+                              "network location")
+            if data.get("resultType") != "vector":
+                raise QueryRejected(f"network location: instant query returned "
+                                    f"{data.get('resultType')}, not a vector")
+        except QueryRejected as exc:
+            ctx.warn(str(exc))
+            ctx.detail["network"] = {"failed": True}
+            return
+
+        def resolve(value: str) -> str:
+            host, matched = resolver.resolve(value)
+            if not matched:
+                unmatched.add(value)
+            return host
+
+        skipped = prometheus_network.Skipped()
+        found = [location for result in data["result"] if (
+            location := prometheus_network.parse_series(query, result["metric"], resolve,
+                                                        skipped)) is not None]
+        earlier_hosts, earlier_domains = prometheus_network.earlier_rows(ctx.connection,
+                                                                         self.name)
+        locations, placed_earlier = prometheus_network.resolve_locations(
+            found, earlier_hosts, earlier_domains, skipped)
+        domains, hosts = prometheus_network.domain_rows(locations, earlier_domains, self.name)
+        for table, counts in prometheus_network.replace_rows(
+                ctx.connection, self.name, domains, hosts).items():
+            ctx.count(table, counts)
+        ctx.detail["network"] = {"locations": len(hosts), "placed_by_file": placed_earlier,
+                                 "skipped_malformed": skipped.malformed,
+                                 "skipped_conflicting": skipped.conflicting}
+        if skipped.malformed or skipped.conflicting:
+            ctx.warn(f"network location: skipped {skipped.malformed} malformed series and "
+                     f"{skipped.conflicting} conflicting hosts (see the sync log)")
+
     def _call(self, ctx: SyncContext, endpoint: str, params: dict[str, str],
-              query: Query) -> dict[str, Any]:
-        """One API call; its ``data``. SourceError when Prometheus fails, QueryRejected for 4xx."""
+              name: str) -> dict[str, Any]:
+        """One API call for query ``name``; its ``data``.
+
+        SourceError when Prometheus fails, QueryRejected for 4xx.
+        """
         url = f"{self._url}/api/v1/{endpoint}"
         try:
             response = self._session.get(url, params=params, timeout=self._timeout)
@@ -293,10 +356,10 @@ class PrometheusSource(Source):
             raise SourceError(f"prometheus {endpoint}: HTTP {response.status_code}, not JSON: "
                               f"{response.text[:200]!r}", response.status_code) from None
         for warning in body.get("warnings") or ():
-            ctx.warn(f"{query.feature}: {warning}")
+            ctx.warn(f"{name}: {warning}")
         if body.get("status") == "success" and isinstance(body.get("data"), dict):
             return body["data"]
-        message = (f"{query.feature}: {body.get('errorType', 'error')}: "
+        message = (f"{name}: {body.get('errorType', 'error')}: "
                    f"{body.get('error', 'no error text')} (HTTP {response.status_code})")
         if response.status_code in (400, 422):
             raise QueryRejected(message)
