@@ -75,6 +75,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("database", "knowledge_check_interval", float, 1.0,
            "Seconds between checks of the knowledge version; the in-memory view is "
            "rebuilt only when the version changed."),
+    Option("database", "knowledge_background_reload", bool, True,
+           "Check the version and rebuild the view on a background thread of each worker, "
+           "answering from the current view meanwhile (false: the request that finds "
+           "the check due does it and waits)."),
     Option("database", "max_knowledge_age", float, 300.0,
            "Seconds the API keeps answering from its last knowledge view while the "
            "database cannot be read; older than this, the external endpoints answer 503 "

@@ -194,7 +194,8 @@ def create_app(conf: Config, engine: Engine | None = None,
     parsers = dict(PARSERS, nova=partial(NovaRequest.from_body, devices=_device_catalog(conf)))
     knowledge = KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
                                conf.get("database", "max_knowledge_age"),
-                               network_keys=MetadataKeys.from_conf(conf))
+                               network_keys=MetadataKeys.from_conf(conf),
+                               background=conf.get("database", "knowledge_background_reload"))
     app_metrics.add_scrape_collector(KnowledgeCollector(knowledge, partial(sync_ages, engine)))
     app.extensions["cortex"] = Services(
         conf=conf, engine=engine, knowledge=knowledge,

@@ -34,12 +34,19 @@ class KnowledgeCache:
     for a dead server. Once the last successful check is older than ``max_age``
     seconds (0: never), or when there is no view at all, ``view()`` raises
     KnowledgeUnavailable. Recovery needs nothing: the next successful check clears it.
+
+    ``background``: once a view exists, a due check (and the reload it may start) runs
+    on a daemon thread of its own and the request goes on with the current view, so no
+    request waits for a reload (0.15 s at 1,000 hosts, ~2 s at 10,000). A cold cache
+    still loads inline: there is nothing else to answer from.
     """
 
     def __init__(self, engine: Engine, interval: float = 1.0, max_age: float = 0.0,
                  clock: Callable[[], float] = time.monotonic,
-                 network_keys: MetadataKeys | None = None) -> None:
+                 network_keys: MetadataKeys | None = None, background: bool = False) -> None:
         self._engine = engine
+        self._background = background
+        self._thread: threading.Thread | None = None
         self._network_keys = network_keys
         self._interval = interval
         self._max_age = max_age
@@ -54,7 +61,10 @@ class KnowledgeCache:
     def view(self) -> KnowledgeView:
         """The current view, refreshed if due; KnowledgeUnavailable if none is usable."""
         if self._clock() >= self._next_check:
-            self.refresh()
+            if self._background and self._view is not None:
+                self._refresh_in_background()
+            else:
+                self.refresh()
         problem = self.problem()
         if problem:
             raise KnowledgeUnavailable(problem)
@@ -71,13 +81,30 @@ class KnowledgeCache:
             return self.last_error or "knowledge not loaded"
         age = self.age()
         if self._max_age and age is not None and age > self._max_age:
-            return (f"knowledge is {age:.0f} s old (limit {self._max_age:g} s): "
-                    f"{self.last_error or 'not refreshed'}")
+            running = self._thread is not None and self._thread.is_alive()
+            why = self.last_error or ("a check is still running" if running else "not refreshed")
+            return f"knowledge is {age:.0f} s old (limit {self._max_age:g} s): {why}"
         return None
 
     def age(self) -> float | None:
         """Seconds since the version was last read successfully (None: never)."""
         return None if self.checked_at is None else self._clock() - self.checked_at
+
+    def _refresh_in_background(self) -> None:
+        """Start the refresh thread unless one is running (a forked child has none)."""
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            return
+        thread = threading.Thread(target=self.refresh, name="cortex-knowledge-refresh",
+                                  daemon=True)
+        self._thread = thread
+        thread.start()
+
+    def wait_for_refresh(self, timeout: float | None = None) -> None:
+        """Wait until a background refresh, if one is running, is done (tests, shutdown)."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
 
     def refresh(self, force: bool = False) -> None:
         """Check the version now and reload when it moved (or when ``force``)."""

@@ -127,3 +127,31 @@ def test_a_loaded_view_is_frozen_out_of_full_collections(counted):
     assert frozen >= len(view.hosts) > 0
     assert all(o is not view for o in gc.get_objects(generation=2))  # frozen: in none
     gc.unfreeze()
+
+
+def test_background_reload_answers_from_the_current_view_meanwhile(counted):
+    import threading
+
+    release = threading.Event()
+    real_load = cache_module.load_view
+
+    clock = Clock()
+    cache = KnowledgeCache(engine=None, interval=1.0, clock=clock, background=True)
+    first = cache.view()                                   # cold: loaded inline
+    assert counted["load"] == 1
+
+    def slow_load(*args, **kwargs):
+        release.wait(5)
+        return real_load(*args, **kwargs)
+
+    cache_module.load_view = slow_load
+    try:
+        counted["version_value"] = first.version + 1
+        clock.now = 2.0
+        assert cache.view() is first                       # the reload waits; we do not
+        assert cache.view() is first
+        release.set()
+        cache.wait_for_refresh(5)
+    finally:
+        cache_module.load_view = real_load
+    assert counted["load"] == 2 and cache.view() is not first

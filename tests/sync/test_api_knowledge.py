@@ -35,6 +35,13 @@ def post(client, body):
     return response.get_json()["hosts"], response.headers["x-cortex-decision-id"]
 
 
+def reloaded(client):
+    """Let the app's worker notice the new knowledge version and finish loading it."""
+    knowledge = client.application.extensions["cortex"].knowledge
+    knowledge.view()               # the check is due (interval 0): starts the reload
+    knowledge.wait_for_refresh(10)
+
+
 def test_answer_changes_when_placement_usage_changes(synced, placement, sync_engine):
     client, sources, roots = synced
     body = load_body(FIXTURES / "nova" / "gpu-8xh100-full-node.json")
@@ -48,6 +55,7 @@ def test_answer_changes_when_placement_usage_changes(synced, placement, sync_eng
     placement.allocate("dddddddd-0000-0000-0000-000000000000",
                        {roots["cmp0001"]: {"PCPU": 100, "MEMORY_MB": 65536}})
     assert run_source(sync_engine, sources["placement"]).changed > 0
+    reloaded(client)
 
     hosts, decision_id = post(client, body)
     assert "cmp0001" not in hosts and "cmp0000" in hosts
@@ -59,6 +67,7 @@ def test_answer_changes_when_placement_usage_changes(synced, placement, sync_eng
 
     placement.free("dddddddd-0000-0000-0000-000000000000")
     run_source(sync_engine, sources["placement"])
+    reloaded(client)
     assert "cmp0001" in post(client, body)[0]
 
 
