@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import Engine, delete, insert, select, text
+from sqlalchemy import Engine, bindparam, delete, insert, select, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from cortex.db import models
@@ -28,6 +29,31 @@ from cortex.knowledge.reservations import Reservation
 #: First key of the advisory lock, so that Cortex's host locks never meet another
 #: user's (the sync leader lock uses its own key).
 LOCK_NAMESPACE = 0x434F5258 & 0x7FFFFFFF
+
+_TABLE = models.InflightReservation
+# Built once: every Nova create runs them, and building a statement costs more than
+# SQLAlchemy's cached compilation of it.
+_ACTIVE = select(_TABLE).where(_TABLE.expires_at > bindparam("now"))
+_HOST_ACTIVE = select(_TABLE).where(_TABLE.host == bindparam("host"),
+                                    _TABLE.expires_at > bindparam("now"))
+_LOCK = text("SELECT pg_advisory_xact_lock(:ns, hashtext(:host))")
+_COLUMNS = ("id", "host", "instance_uuid", "group_id", "resources", "gpus", "created_at",
+            "expires_at")
+
+
+def _replace_statement(dialect: str):
+    """INSERT that replaces the row of the same instance (ON CONFLICT), None if unsupported.
+
+    PostgreSQL and SQLite both have ``INSERT ... ON CONFLICT DO UPDATE``: one statement
+    instead of a DELETE and an INSERT.
+    """
+    module = {"postgresql": postgresql, "sqlite": sqlite}.get(dialect)
+    if module is None:
+        return None
+    statement = module.insert(_TABLE).values({c: bindparam(c) for c in _COLUMNS})
+    return statement.on_conflict_do_update(
+        index_elements=[_TABLE.instance_uuid],
+        set_={c: statement.excluded[c] for c in _COLUMNS if c != "instance_uuid"})
 
 
 def _aware(value: datetime) -> datetime:
@@ -49,13 +75,12 @@ class ReservationStore:
         self._engine = engine
         self._postgres = engine.dialect.name == "postgresql"
         self._local = threading.Lock()
+        self._replace = _replace_statement(engine.dialect.name)
 
     def active(self, now: datetime) -> list[Reservation]:
         """Every reservation not expired at ``now`` (one indexed query)."""
-        query = select(models.InflightReservation).where(
-            models.InflightReservation.expires_at > now)
         with self._engine.connect() as connection:
-            return [_reservation(row) for row in connection.execute(query)]
+            return [_reservation(row) for row in connection.execute(_ACTIVE, {"now": now})]
 
     def promise(self, host: str, now: datetime,
                 check: Callable[[list[Reservation]], Reservation | None]) -> Reservation | None:
@@ -79,26 +104,27 @@ class ReservationStore:
         with (nullcontext() if self._postgres else self._local), \
                 self._engine.begin() as connection:
             if self._postgres:
-                connection.execute(text("SELECT pg_advisory_xact_lock(:ns, hashtext(:host))"),
-                                   {"ns": LOCK_NAMESPACE, "host": host})
-            rows = connection.execute(select(models.InflightReservation).where(
-                models.InflightReservation.host == host,
-                models.InflightReservation.expires_at > now)).all()
+                connection.execute(_LOCK, {"ns": LOCK_NAMESPACE, "host": host})
+            rows = connection.execute(_HOST_ACTIVE, {"host": host, "now": now}).all()
             reservation = check([_reservation(row) for row in rows])
             if reservation is None:
                 return None
+            values = {"id": reservation.id, "host": reservation.host,
+                      "instance_uuid": reservation.instance_uuid,
+                      "group_id": reservation.group_id,
+                      "resources": dict(reservation.resources), "gpus": list(reservation.gpus),
+                      "created_at": reservation.created_at,
+                      "expires_at": reservation.expires_at}
+            if reservation.instance_uuid and self._replace is not None:
+                connection.execute(self._replace, values)
+                return reservation
             if reservation.instance_uuid:
-                connection.execute(delete(models.InflightReservation).where(
-                    models.InflightReservation.instance_uuid == reservation.instance_uuid))
-            connection.execute(insert(models.InflightReservation).values(
-                id=reservation.id, host=reservation.host,
-                instance_uuid=reservation.instance_uuid, group_id=reservation.group_id,
-                resources=dict(reservation.resources), gpus=list(reservation.gpus),
-                created_at=reservation.created_at, expires_at=reservation.expires_at))
+                connection.execute(delete(_TABLE).where(
+                    _TABLE.instance_uuid == reservation.instance_uuid))
+            connection.execute(insert(_TABLE).values(values))
             return reservation
 
     def prune(self, now: datetime) -> int:
         """Delete the reservations expired at ``now``; how many."""
         with self._engine.begin() as connection:
-            return connection.execute(delete(models.InflightReservation).where(
-                models.InflightReservation.expires_at <= now)).rowcount
+            return connection.execute(delete(_TABLE).where(_TABLE.expires_at <= now)).rowcount
