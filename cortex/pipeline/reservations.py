@@ -34,6 +34,11 @@ from cortex.plugins.device_choice import predict_claim
 LOG = logging.getLogger(__name__)
 STEP = "inflight_reservations"
 PROMISED_INTENTS = frozenset({"create", "resize", "live_migrate", "evacuate"})
+#: Hosts tried for a promise per call. Each try is a short locked transaction; past
+#: this many refusals (a burst of concurrent calls for the same few hosts) the answer
+#: goes out with the untried hosts unpromised rather than make the caller wait, and
+#: Placement's claim stays the last word, as without Cortex.
+MAX_PROMISE_TRIES = 5
 
 
 def refusal(pipeline: Pipeline, request: Any, view: KnowledgeView, host: str) -> str | None:
@@ -80,7 +85,10 @@ def promise_first(pipeline: Pipeline, request: Any, base: KnowledgeView,
     record = StepRecord(STEP, "filter", "ran", hosts_in=len(result.hosts))
     judged = [h for h in result.hosts if h in base.hosts and h not in result.unknown_hosts]
     try:
-        for host in judged:
+        for tries, host in enumerate(judged):
+            if tries == MAX_PROMISE_TRIES:
+                record.detail = f"{tries} hosts refused; the rest answered unpromised"
+                break
             reasons: list[str] = []
             made = store.promise(host, now, lambda current, h=host, out=reasons: _check(
                 pipeline, request, base, overlaid, h, current, ttl, now, out))

@@ -76,3 +76,31 @@ def test_a_bad_network_hint_is_a_400_with_a_short_body(reserving):
 def test_the_network_topology_endpoint_answers_the_view(reserving):
     document = reserving.test_client().get("/v1/network-topology").get_json()
     assert set(document) == {"spines", "leaves", "hosts"}
+
+
+class RefusingStore:
+    """A reservation store that finds every host already full, counting the tries."""
+
+    def __init__(self):
+        self.tried = []
+
+    def active(self, now):
+        return []
+
+    def promise(self, host, now, check):
+        self.tried.append(host)
+        return None
+
+
+def test_a_burst_of_refusals_answers_the_rest_unpromised(reserving):
+    from cortex.pipeline.reservations import MAX_PROMISE_TRIES
+
+    store = reserving.extensions["cortex"].reservations = RefusingStore()
+    hosts = [f"cmp{i:04d}" for i in range(12)]
+    body = nova_body(hosts=hosts, flavor=FLAVOR, spec={"instance_uuid": str(uuid.uuid4())})
+    response = post(reserving.test_client(), "nova", body)
+    assert response.status_code == 200
+    answered = response.get_json()["hosts"]
+    assert len(store.tried) == MAX_PROMISE_TRIES < len(hosts)
+    assert not set(store.tried) & set(answered)     # refused hosts are taken out
+    assert answered and len(answered) + MAX_PROMISE_TRIES <= len(hosts)
