@@ -98,25 +98,16 @@ class Filter(Plugin):
         ``check`` pair by pair, remembering a ``host_only`` plugin's answers in the
         KnowledgeView ``view``; a plugin may override it to judge all hosts at once.
         """
-        removed = {}
+        def check(candidate, state):
+            return self.check(state, request, candidate)
+
         if self.host_only and view is not None:
-            known = self.host_answers(view, request.service)
-            for candidate, state in hosts:
-                entry = known.get(candidate.host)
-                if entry is not None and entry[0] is state:
-                    reason = entry[1]
-                else:
-                    reason = self.check(state, request, candidate)
-                    known[candidate.host] = (state, reason)
-                if reason is not None:
-                    removed[candidate.host] = reason
-            return removed
-        check = self.check
-        for candidate, state in hosts:
-            reason = check(state, request, candidate)
-            if reason is not None:
-                removed[candidate.host] = reason
-        return removed
+            reasons = _remembered(self.host_answers(view, request.service), hosts, check)
+        else:
+            reasons = [check(candidate, state) for candidate, state in hosts]
+        return {candidate.host: reason for (candidate, _), reason in zip(hosts, reasons,
+                                                                          strict=True)
+                if reason is not None}
 
 
 class Weigher(Plugin):
@@ -137,20 +128,12 @@ class Weigher(Plugin):
         pair, remembering a ``host_only`` plugin's weights in the KnowledgeView
         ``view``; a plugin may override it to weigh all hosts at once.
         """
+        def weigh(candidate, state):
+            return float(self.weigh(state, request, candidate))
+
         if self.host_only and view is not None:
-            known = self.host_answers(view, request.service)
-            weights = []
-            for candidate, state in hosts:
-                entry = known.get(candidate.host)
-                if entry is not None and entry[0] is state:
-                    raw = entry[1]
-                else:
-                    raw = float(self.weigh(state, request, candidate))
-                    known[candidate.host] = (state, raw)
-                weights.append(raw)
-            return weights
-        weigh = self.weigh
-        return [float(weigh(state, request, candidate)) for candidate, state in hosts]
+            return _remembered(self.host_answers(view, request.service), hosts, weigh)
+        return [weigh(candidate, state) for candidate, state in hosts]
 
 
 def build_options(plugin: type[Plugin], raw: Mapping[str, Any] | None) -> Any:
@@ -231,14 +214,24 @@ def host_facts(view: Any, key: tuple, hosts: Sequence[tuple[Any, Any]],
     """
     if view is None:
         return [fact(state) for _, state in hosts]
-    known = view.per_host(("host-facts", *key))
-    facts = []
+    return _remembered(view.per_host(("host-facts", *key)), hosts,
+                       lambda _candidate, state: fact(state))
+
+
+def _remembered(known: dict, hosts: Sequence[tuple[Any, Any]],
+                answer: typing.Callable[[Any, Any], Any]) -> list[Any]:
+    """``answer(candidate, state)`` per pair, kept in ``known`` as ``{host: (state, value)}``.
+
+    A kept value is reused only for the very same host state object (see
+    ``KnowledgeView.per_host``); any other state is answered again and kept.
+    """
+    values = []
     for candidate, state in hosts:
         entry = known.get(candidate.host)
         if entry is not None and entry[0] is state:
             value = entry[1]
         else:
-            value = fact(state)
+            value = answer(candidate, state)
             known[candidate.host] = (state, value)
-        facts.append(value)
-    return facts
+        values.append(value)
+    return values

@@ -374,13 +374,10 @@ def guest_cell_usage(request: Any, cells: Sequence[int] | None) -> dict[int, tup
 
 
 def host_room(host: Any, candidate: Any, pinned: bool) -> tuple[float, float]:
-    """``(free CPUs, free MiB)`` of the host in Placement: PCPU (pinned) or VCPU, MEMORY_MB."""
+    """``(free CPUs, free MiB)`` of the named node in Placement (PCPU or VCPU, MEMORY_MB)."""
     nodes = host.nodes_named(candidate.nodes) or host.all_nodes
-    cpus = memory = 0.0
-    for node in nodes[:1]:
-        inventories = node.inventories
-        cpu = inventories.get("PCPU" if pinned else "VCPU")
-        ram = inventories.get("MEMORY_MB")
-        cpus += cpu.free if cpu is not None else 0.0
-        memory += ram.free if ram is not None else 0.0
-    return cpus, memory
+    if not nodes:
+        return 0.0, 0.0
+    cpu = nodes[0].inventories.get("PCPU" if pinned else "VCPU")
+    ram = nodes[0].inventories.get("MEMORY_MB")
+    return (cpu.free if cpu is not None else 0.0, ram.free if ram is not None else 0.0)
