@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -10,13 +11,18 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, delete, insert, select
+from sqlalchemy import Engine, delete, func, insert, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from cortex.db.models import Decision
 
 LOG = logging.getLogger(__name__)
 _STOP = object()
+#: The decision log is best effort (a full queue drops records too): its commits do not
+#: wait for the WAL to reach the disk, so they neither hold the writer nor queue behind
+#: the reservations' commits, which do wait. A server crash may lose the last ~0.6 s of
+#: decisions (3x wal_writer_delay), never a half-written one.
+_NO_WAIT_FOR_FLUSH = text("SET LOCAL synchronous_commit = off")
 
 
 class DecisionWriter:
@@ -117,8 +123,11 @@ class DecisionWriter:
         if not batch:
             return
         try:
+            rows = [item | {"record": compact_record(item["record"])} for item in batch]
             with self._engine.begin() as connection:
-                connection.execute(insert(Decision), batch)
+                if connection.dialect.name == "postgresql":
+                    connection.execute(_NO_WAIT_FOR_FLUSH)
+                connection.execute(insert(Decision), rows)
             self.written += len(batch)
         except SQLAlchemyError as exc:
             self.dropped += len(batch)
@@ -127,9 +136,99 @@ class DecisionWriter:
             LOG.error("could not write %d decisions: %s", len(batch), type(exc).__name__)
 
 
+#: ``record["format"]`` of a record stored by :func:`compact_record`; records without
+#: it (written before it existed, or left whole) are stored as built.
+COMPACT_FORMAT = 2
+
+
+def compact_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``record`` as stored: per-host values as lists instead of ``{host: value}`` maps.
+
+    A 1,000-host Nova call's record names every host once per weigher, twice (``raw``
+    and ``scaled``), and again in ``weights`` and ``final_weights``: about 300 kB, most
+    of it host names and values that follow from others. Stored instead:
+
+    - ``weights`` as a list in the order of ``hosts``;
+    - ``weighed``: the hosts the weighers judged, in the engine's order, once; each
+      weigher's ``raw`` a list in that order, without ``scaled`` (``multiplier *
+      tanh(raw)``);
+    - no ``final_weights``: the engine's sum (``tanh(caller weight) + sum(scaled)``,
+      cortex/pipeline/engine.py) recomputed in the same order gives the same floats.
+
+    :func:`expand_record` gives back exactly ``record``: the sum is recomputed here and
+    compared with the final weights, and a record whose weights it does not give back
+    (or whose weighers judged different hosts) is stored as built. Runs in the decision
+    writer's thread, off the request path.
+    """
+    steps, hosts, weights = record.get("steps"), record.get("hosts"), record.get("weights")
+    if not steps or not isinstance(hosts, list) or not isinstance(weights, dict) \
+            or "final_weights" not in record:
+        return record
+    weighed = next((list(s["raw"]) for s in steps if s.get("kind") == "weigher"
+                    and s.get("raw")), None)
+    if weighed is None:  # no weigher ran: the final weights are the caller's terms
+        weighed = list(record["final_weights"] or ())
+    if any(host not in weights for host in weighed):
+        return record
+    final = [math.tanh(weights[host]) for host in weighed]
+    stored_steps = []
+    for step in steps:
+        raw = step.get("raw")
+        if raw and list(raw) == weighed:
+            values = list(raw.values())
+            step = {k: v for k, v in step.items() if k != "scaled"} | {"raw": values}
+            if step.get("status") == "ran":
+                multiplier = step.get("multiplier", 1.0)
+                final = [f + multiplier * math.tanh(v) for f, v in zip(final, values)]
+        elif raw:
+            return record  # values of other hosts than the first weigher's: keep it whole
+        stored_steps.append(step)
+    gone = _removed(steps)
+    if {h: f for h, f in zip(weighed, final) if h not in gone} != record["final_weights"]:
+        return record  # the sum does not give back the final weights: keep them
+    stored = {k: v for k, v in record.items() if k != "final_weights"} | {
+        "format": COMPACT_FORMAT, "steps": stored_steps, "weighed": weighed}
+    if list(weights) == hosts:
+        stored["weights"] = list(weights.values())
+    return stored
+
+
+def expand_record(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The record :func:`compact_record` stored, rebuilt whole; any other record as it is."""
+    if stored.get("format") != COMPACT_FORMAT:
+        return dict(stored)
+    record = {k: v for k, v in stored.items() if k not in ("format", "weighed")}
+    hosts, weighed = stored.get("hosts") or [], stored.get("weighed") or []
+    if isinstance(stored.get("weights"), list):
+        record["weights"] = dict(zip(hosts, stored["weights"], strict=True))
+    weights = record.get("weights") or {}
+    final = {host: math.tanh(weights[host]) for host in weighed}
+    steps = []
+    for step in stored["steps"]:
+        if isinstance(step.get("raw"), list):
+            multiplier, raw = step.get("multiplier", 1.0), step["raw"]
+            scaled = [multiplier * math.tanh(value) for value in raw]
+            step = step | {"raw": dict(zip(weighed, raw, strict=True)),
+                           "scaled": dict(zip(weighed, scaled, strict=True))}
+            if step.get("status") == "ran":
+                for host, value in zip(weighed, scaled, strict=True):
+                    final[host] += value
+        steps.append(step)
+    gone = _removed(steps)
+    record["steps"] = steps
+    record["final_weights"] = {h: w for h, w in final.items() if h not in gone}
+    return record
+
+
+def _removed(steps: list[Mapping[str, Any]]) -> set[str]:
+    """Hosts a filter step removed (not shadow): the promise step's after the weighers."""
+    return {host for step in steps if step.get("kind") == "filter" and not step.get("shadow")
+            for host in step.get("removed") or ()}
+
+
 def _as_document(row: Decision) -> dict[str, Any]:
     """The API document of a decision row: its record plus the indexed columns."""
-    document = dict(row.record)
+    document = expand_record(row.record)
     document.update(id=row.id, created_at=row.created_at.isoformat(), service=row.service,
                     pipeline=row.pipeline, request_id=row.request_id,
                     global_request_id=row.global_request_id, resource_id=row.resource_id,
@@ -181,9 +280,12 @@ class DecisionStore:
         if found is not None:
             return found, 1
         for column in ("resource_id", "request_id"):
-            matches = self.find(**{column: key}, limit=1000)
+            matches = self.find(**{column: key}, limit=1)
             if matches:
-                return matches[0], len(matches)
+                with self._engine.connect() as connection:
+                    count = connection.execute(select(func.count()).select_from(Decision).where(
+                        getattr(Decision, column) == key)).scalar_one()
+                return matches[0], count
         return None, 0
 
     def prune(self, older_than_days: float) -> int:
