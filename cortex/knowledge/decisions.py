@@ -179,12 +179,12 @@ def compact_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
             step = {k: v for k, v in step.items() if k != "scaled"} | {"raw": values}
             if step.get("status") == "ran":
                 multiplier = step.get("multiplier", 1.0)
-                final = [f + multiplier * math.tanh(v) for f, v in zip(final, values)]
+                final = [f + multiplier * math.tanh(v) for f, v in zip(final, values, strict=True)]
         elif raw:
             return record  # values of other hosts than the first weigher's: keep it whole
         stored_steps.append(step)
     gone = _removed(steps)
-    if {h: f for h, f in zip(weighed, final) if h not in gone} != record["final_weights"]:
+    if {h: f for h, f in zip(weighed, final, strict=True) if h not in gone} != record["final_weights"]:
         return record  # the sum does not give back the final weights: keep them
     stored = {k: v for k, v in record.items() if k != "final_weights"} | {
         "format": COMPACT_FORMAT, "steps": stored_steps, "weighed": weighed}

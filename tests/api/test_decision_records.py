@@ -6,8 +6,8 @@ trip, as the database would store it, and with what ``GET /v1/decisions/<id>`` a
 """
 
 import copy
-import math
 import json
+import math
 from pathlib import Path
 
 import pytest
