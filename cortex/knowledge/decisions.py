@@ -184,7 +184,8 @@ def compact_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
             return record  # values of other hosts than the first weigher's: keep it whole
         stored_steps.append(step)
     gone = _removed(steps)
-    if {h: f for h, f in zip(weighed, final, strict=True) if h not in gone} != record["final_weights"]:
+    rebuilt = {h: f for h, f in zip(weighed, final, strict=True) if h not in gone}
+    if rebuilt != record["final_weights"]:
         return record  # the sum does not give back the final weights: keep them
     stored = {k: v for k, v in record.items() if k != "final_weights"} | {
         "format": COMPACT_FORMAT, "steps": stored_steps, "weighed": weighed}
