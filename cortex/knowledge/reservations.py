@@ -46,8 +46,16 @@ class Reservation:
 
 
 def placed_instances(view: KnowledgeView) -> frozenset[str]:
-    """Instance uuids the synced view shows on some host (their usage is in Placement's)."""
-    return frozenset(i.uuid for state in view.hosts.values() for i in state.instances)
+    """Instance uuids the synced view shows on some host (their usage is in Placement's).
+
+    Read from the synced view under the overlays (``view.base``), once per knowledge
+    version: every Nova call asks, and the walk over all hosts' instances costs O(hosts).
+    """
+    root = view
+    while root.base is not None:
+        root = root.base
+    return root.derived(("placed-instances",), lambda synced: frozenset(
+        i.uuid for state in synced.hosts.values() for i in state.instances))
 
 
 def pending(reservations: Iterable[Reservation], view: KnowledgeView,
@@ -97,9 +105,9 @@ def with_reservations(view: KnowledgeView, reservations: Iterable[Reservation],
     """
     live = [r for r in reservations if r.expires_at > now
             and not (instance_uuid and r.instance_uuid == instance_uuid)]
-    counted = pending(live, view, now)
     if not live:
         return view
+    counted = pending(live, view, now)
     by_host: dict[str, list[Reservation]] = {}
     for reservation in counted:
         if reservation.host in view.hosts:
