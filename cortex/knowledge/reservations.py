@@ -51,10 +51,7 @@ def placed_instances(view: KnowledgeView) -> frozenset[str]:
     Read from the synced view under the overlays (``view.base``), once per knowledge
     version: every Nova call asks, and the walk over all hosts' instances costs O(hosts).
     """
-    root = view
-    while root.base is not None:
-        root = root.base
-    return root.derived(("placed-instances",), lambda synced: frozenset(
+    return view.root.derived(("placed-instances",), lambda synced: frozenset(
         i.uuid for state in synced.hosts.values() for i in state.instances))
 
 

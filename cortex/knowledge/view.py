@@ -224,10 +224,20 @@ class KnowledgeView:
         value)`` and read only when the state is the very same object (``is``). Every
         reader must check that; the dict lives as long as the root view.
         """
+        return self.root.derived(("per-host", key), lambda _: {})
+
+    @property
+    def root(self) -> KnowledgeView:
+        """The synced view under this one's overlays (``base``, repeatedly); itself if none.
+
+        Facts derived from the root (``root.derived(...)``) are built once per knowledge
+        version; a reader must then treat the hosts whose state here is not the root's
+        (``view.hosts[h] is not view.root.hosts[h]``) as changed by the overlay.
+        """
         root = self
         while root.base is not None:
             root = root.base
-        return root.derived(("per-host", key), lambda _: {})
+        return root
 
     def derived(self, key: Hashable, build: Callable[[KnowledgeView], T]) -> T:
         """The fact ``build(view)`` under ``key``, computed once per view and then shared.

@@ -100,10 +100,15 @@ def run_pipeline(pipeline: Pipeline, request: Any, view: KnowledgeView,
         _check_budget(step, deadline, started)
         record, alive = _run_filter(step, request, alive, view)
         steps.append(record)
-    final = {c.host: math.tanh(c.weight) for c, _ in alive}
+    judged = [c.host for c, _ in alive]
+    sums = [math.tanh(c.weight) for c, _ in alive]  # in the order of ``judged``
     for step in pipeline.weighers:
         _check_budget(step, deadline, started)
-        steps.append(_run_weigher(step, request, alive, final, view))
+        record, scaled = _run_weigher(step, request, alive, judged, view)
+        steps.append(record)
+        if scaled is not None:
+            sums = [total + value for total, value in zip(sums, scaled, strict=True)]
+    final = dict(zip(judged, sums, strict=True))
     alive.sort(key=lambda cs: (-final[cs[0].host], -cs[0].weight, order[cs[0].host]))
     hosts = [c.host for c, _ in alive]
     if (pipeline.unknown_hosts or unknown_policy) == "keep":
@@ -161,15 +166,19 @@ def _run_filter(step: Step, request: Any, alive: list,
     return record, [(c, s) for c, s in alive if c.host not in record.removed]
 
 
-def _run_weigher(step: Step, request: Any, alive: list, final: dict[str, float],
-                 view: KnowledgeView) -> StepRecord:
-    """Apply one weigher, adding ``multiplier * tanh(raw)`` into ``final`` (all or nothing)."""
+def _run_weigher(step: Step, request: Any, alive: list, judged: list[str],
+                 view: KnowledgeView) -> tuple[StepRecord, list[float] | None]:
+    """Apply one weigher: its record and ``multiplier * tanh(raw)`` per host of ``alive``.
+
+    ``judged`` holds the host names of ``alive``, in its order. The values come as a
+    list in that order, or None when the step was skipped or failed (all or nothing).
+    """
     record = StepRecord(step.name, "weigher", "ran", multiplier=step.multiplier,
                         hosts_in=len(alive))
     record.reason = _skip_reason(step, request)
     if record.reason:
         record.status = "skipped"
-        return record
+        return record, None
     started = time.perf_counter()
     try:
         plugin = step.plugin.bind(request, view)
@@ -181,7 +190,7 @@ def _run_weigher(step: Step, request: Any, alive: list, final: dict[str, float],
             raw, host = next((w, c.host) for w, (c, _) in zip(weights, alive, strict=True)
                              if not math.isfinite(w))
             raise ValueError(f"weight {raw} for {host} is not finite")
-        record.raw = dict(zip([c.host for c, _ in alive], weights, strict=True))
+        record.raw = dict(zip(judged, weights, strict=True))
         _check_duration(step, (time.perf_counter() - started) * 1000)
     except Exception as exc:  # noqa: BLE001 - a plugin bug must not escape as a 500
         record.duration_ms = (time.perf_counter() - started) * 1000
@@ -189,10 +198,9 @@ def _run_weigher(step: Step, request: Any, alive: list, final: dict[str, float],
             raise StepFailed(step.name, exc) from exc
         LOG.warning("weigher %s failed, skipped by policy: %r", step.name, exc)
         record.status, record.reason, record.raw = "error", repr(exc), {}
-        return record
+        return record, None
     multiplier, tanh = step.multiplier, math.tanh
-    record.scaled = scaled = {host: multiplier * tanh(raw) for host, raw in record.raw.items()}
-    for host, value in scaled.items():
-        final[host] += value
+    scaled = [multiplier * tanh(raw) for raw in weights]
+    record.scaled = dict(zip(judged, scaled, strict=True))
     record.duration_ms = (time.perf_counter() - started) * 1000
-    return record
+    return record, scaled

@@ -97,3 +97,24 @@ def test_reservations_count_until_the_instance_shows_up():
     assert {r.id for r in seen.reservations} == {"a", "b"}  # still tells the group
     again = with_reservations(base, held, NOW, instance_uuid="i2")
     assert again.hosts["h1"].nodes["h1.cloud.example"].inventories["VCPU"].used == 8
+
+
+def test_capacity_filter_sees_an_overlay_after_the_synced_view_was_judged():
+    from cortex.plugins.filters.has_enough_capacity import HasEnoughCapacityFilter
+    from tests.fakes import nova
+
+    room = {"VCPU": inventory(16, used=4), "MEMORY_MB": inventory(65536),
+            "DISK_GB": inventory(1000)}
+    base = view(host("h1", inventories=room), host("h2", inventories=room))
+    request = nova(hosts=["h1", "h2"], flavor={"vcpus": 8, "memory_mb": 1024, "root_gb": 10})
+    capacity = HasEnoughCapacityFilter()
+
+    def judged(v):
+        pairs = [(c, v.hosts[c.host]) for c in request.candidates]
+        return capacity.check_all(pairs, request, v)
+
+    assert judged(base) == {}  # builds the synced view's free-capacity table
+    overlaid = with_reservations(base, [reservation("a", "h1", vcpus=8)], NOW)
+    assert overlaid.root is base
+    assert set(judged(overlaid)) == {"h1"}
+    assert judged(base) == {}

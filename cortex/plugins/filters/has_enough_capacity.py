@@ -60,20 +60,24 @@ class HasEnoughCapacityFilter(Filter):
     def check_all(self, hosts, request, view) -> dict[str, str]:
         """``check`` of the hosts that may fail; the others are cleared by free capacity.
 
-        Per requested class, the view's CapacityTable names the hosts that might not fit
-        (sorted free capacity, one test per kind of inventory units); only those, and
-        hosts with several nodes or migrations, are checked host by host.
+        Per requested class, the synced view's CapacityTable (built once per knowledge
+        version) names the hosts that might not fit (sorted free capacity, one test per
+        kind of inventory units); only those, hosts with several nodes or migrations,
+        and hosts whose state an overlay changed (in-flight reservations) are checked
+        host by host.
         """
         if view is None or request.service != "nova":
             return super().check_all(hosts, request, view)
+        root = view.root
         suspects: set[str] = set()
         for rc, amount in request.resources.items():
             if rc in self.options.resource_classes:
-                table = view.derived(("capacity-table", rc), lambda v, rc=rc: CapacityTable(v, rc))
+                table = root.derived(("capacity-table", rc), lambda v, rc=rc: CapacityTable(v, rc))
                 suspects |= table.suspects(amount)
+        synced = root.hosts
         removed = {}
         for candidate, state in hosts:
-            if candidate.host in suspects:
+            if candidate.host in suspects or synced.get(candidate.host) is not state:
                 reason = self.check(state, request, candidate)
                 if reason is not None:
                     removed[candidate.host] = reason
