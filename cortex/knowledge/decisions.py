@@ -170,22 +170,15 @@ def compact_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
         weighed = list(record["final_weights"] or ())
     if any(host not in weights for host in weighed):
         return record
-    final = [math.tanh(weights[host]) for host in weighed]
     stored_steps = []
     for step in steps:
         raw = step.get("raw")
         if raw and list(raw) == weighed:
-            values = list(raw.values())
-            step = {k: v for k, v in step.items() if k != "scaled"} | {"raw": values}
-            if step.get("status") == "ran":
-                multiplier = step.get("multiplier", 1.0)
-                final = [f + multiplier * math.tanh(v) for f, v in zip(final, values, strict=True)]
+            step = {k: v for k, v in step.items() if k != "scaled"} | {"raw": list(raw.values())}
         elif raw:
             return record  # values of other hosts than the first weigher's: keep it whole
         stored_steps.append(step)
-    gone = _removed(steps)
-    rebuilt = {h: f for h, f in zip(weighed, final, strict=True) if h not in gone}
-    if rebuilt != record["final_weights"]:
+    if _final_weights(weighed, weights, stored_steps) != record["final_weights"]:
         return record  # the sum does not give back the final weights: keep them
     stored = {k: v for k, v in record.items() if k != "final_weights"} | {
         "format": COMPACT_FORMAT, "steps": stored_steps, "weighed": weighed}
@@ -202,23 +195,34 @@ def expand_record(stored: Mapping[str, Any]) -> dict[str, Any]:
     hosts, weighed = stored.get("hosts") or [], stored.get("weighed") or []
     if isinstance(stored.get("weights"), list):
         record["weights"] = dict(zip(hosts, stored["weights"], strict=True))
-    weights = record.get("weights") or {}
-    final = {host: math.tanh(weights[host]) for host in weighed}
-    steps = []
-    for step in stored["steps"]:
-        if isinstance(step.get("raw"), list):
-            multiplier, raw = step.get("multiplier", 1.0), step["raw"]
-            scaled = [multiplier * math.tanh(value) for value in raw]
-            step = step | {"raw": dict(zip(weighed, raw, strict=True)),
-                           "scaled": dict(zip(weighed, scaled, strict=True))}
-            if step.get("status") == "ran":
-                for host, value in zip(weighed, scaled, strict=True):
-                    final[host] += value
-        steps.append(step)
-    gone = _removed(steps)
-    record["steps"] = steps
-    record["final_weights"] = {h: w for h, w in final.items() if h not in gone}
+    record["final_weights"] = _final_weights(weighed, record.get("weights") or {},
+                                             stored["steps"])
+    record["steps"] = [step | {
+        "raw": dict(zip(weighed, step["raw"], strict=True)),
+        "scaled": dict(zip(weighed, _scaled(step), strict=True))}
+        if isinstance(step.get("raw"), list) else step for step in stored["steps"]]
     return record
+
+
+def _scaled(step: Mapping[str, Any]) -> list[float]:
+    """``multiplier * tanh(raw)`` of a stored weigher step's ``raw`` list, in its order."""
+    multiplier = step.get("multiplier", 1.0)
+    return [multiplier * math.tanh(value) for value in step["raw"]]
+
+
+def _final_weights(weighed: list[str], weights: Mapping[str, float],
+                   steps: list[Mapping[str, Any]]) -> dict[str, float]:
+    """The engine's sum over stored steps: ``tanh(caller weight) + sum(scaled)`` per host.
+
+    Added in the engine's order (cortex/pipeline/engine.py), so the floats are the same;
+    hosts a filter removed after the weighers (the promise step) are left out.
+    """
+    sums = [math.tanh(weights[host]) for host in weighed]
+    for step in steps:
+        if isinstance(step.get("raw"), list) and step.get("status") == "ran":
+            sums = [total + value for total, value in zip(sums, _scaled(step), strict=True)]
+    gone = _removed(steps)
+    return {h: total for h, total in zip(weighed, sums, strict=True) if h not in gone}
 
 
 def _removed(steps: list[Mapping[str, Any]]) -> set[str]:
