@@ -114,7 +114,7 @@ def _check(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: Know
     others = [r for r in current if not (own and r.instance_uuid == own)]
     state = reserve_host(base.hosts[host], pending(others, base, now))
     view = dataclasses.replace(overlaid, hosts=MappingProxyType(
-        dict(overlaid.hosts) | {host: state}))
+        dict(overlaid.hosts) | {host: state}), base=overlaid)
     reason = refusal(pipeline, request, view, host)
     if reason is not None:
         reasons.append(reason)
