@@ -201,7 +201,8 @@ def create_app(conf: Config, engine: Engine | None = None,
         conf=conf, engine=engine, knowledge=knowledge,
         pipelines=pipelines, validator=RequestValidator(load_openapi()), decisions=writer,
         decision_store=DecisionStore(engine), metrics=app_metrics, authorizer=authorizer,
-        reservations=ReservationStore(engine), parsers=parsers)
+        reservations=ReservationStore(engine, conf.get("database", "connect_timeout")),
+        parsers=parsers)
     for path, handlers in ROUTES.items():
         if any(policy not in POLICIES for _, policy in handlers.values()):
             raise ValueError(f"route {path}: unknown policy")

@@ -12,6 +12,7 @@ process-wide lock serialises promises instead.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -25,7 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from cortex.db import models
-from cortex.db.engine import dumps_json
+from cortex.db.engine import dumps_json, make_engine
 from cortex.knowledge.reservations import Reservation
 
 #: First key of the advisory lock, so that Cortex's host locks never meet another
@@ -58,6 +59,12 @@ def _replace_statement(dialect: str):
         set_={c: statement.excluded[c] for c in _COLUMNS if c != "instance_uuid"})
 
 
+@functools.cache
+def _unpinged(url: str, connect_timeout: int) -> Engine:
+    """The process's one engine for ``url`` without pool pre-ping (see ReservationStore)."""
+    return make_engine(url, connect_timeout, pool_pre_ping=False)
+
+
 def _aware(value: datetime) -> datetime:
     """SQLite hands back naive datetimes; every time here is UTC."""
     return value if value.tzinfo else value.replace(tzinfo=UTC)
@@ -79,11 +86,25 @@ def _values(reservation: Reservation) -> dict[str, Any]:
 
 
 class ReservationStore:
-    """Reservations in the ``inflight_reservations`` table of ``engine``'s database."""
+    """Reservations in the ``inflight_reservations`` table of ``engine``'s database.
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    On PostgreSQL the store keeps its own connection pool to that database, without
+    the pre-ping of :func:`cortex.db.engine.make_engine`: every Nova create reads and
+    promises here, and the ping is one more round trip on each (0.45 instead of 0.3 ms
+    for the read, 1.1 instead of 0.8 ms for the promise, measured alone). A connection
+    the server dropped then fails one call instead: the read is skipped and the answer
+    goes out unpromised (both logged), and SQLAlchemy discards the pool's other
+    connections of before the failure. The pool is shared by every store of the process
+    on the same database and timeout (:func:`_unpinged`).
+    """
+
+    def __init__(self, engine: Engine, connect_timeout: int = 3) -> None:
+        """Use ``engine``'s database; ``connect_timeout`` (s) for the store's own pool."""
         self._postgres = engine.dialect.name == "postgresql"
+        if self._postgres:
+            engine = _unpinged(engine.url.render_as_string(hide_password=False),
+                               connect_timeout)
+        self._engine = engine
         self._local = threading.Lock()
         self._replace = _replace_statement(engine.dialect.name)
         if self._postgres:

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 
 import pytest
-from sqlalchemy import delete
+from sqlalchemy import delete, text
 
 from cortex.db import models
 from cortex.db.engine import make_engine
@@ -118,3 +118,46 @@ def test_capacity_filter_sees_an_overlay_after_the_synced_view_was_judged():
     assert overlaid.root is base
     assert set(judged(overlaid)) == {"h1"}
     assert judged(base) == {}
+
+
+def test_the_store_recovers_by_itself_when_the_server_dropped_its_connections(store, engine):
+    store.promise("h1", NOW, lambda _: reservation("kept"))
+    if engine.dialect.name != "postgresql":  # one process, one file: nothing to drop
+        assert [r.id for r in store.active(NOW)] == ["kept"]
+        return
+    with engine.connect() as admin:  # what a server restart does to the store's pool
+        admin.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                           "WHERE datname = current_database() AND pid <> pg_backend_pid()"))
+    outcomes = []
+    for _ in range(3):
+        try:
+            outcomes.append([r.id for r in store.active(NOW)])
+        except Exception as exc:  # noqa: BLE001 - the one failure the store allows
+            outcomes.append(type(exc).__name__)
+    assert outcomes[-2:] == [["kept"], ["kept"]], outcomes
+    assert isinstance(outcomes[0], str) or outcomes[0] == ["kept"]
+
+
+def test_the_promise_recheck_shares_the_synced_views_facts(monkeypatch):
+    """The re-check under the lock overlays the request's view: facts the plugins keep
+    per knowledge version (``root.derived``) are read, not rebuilt for every promise."""
+    from cortex import conf
+    from cortex.knowledge.reservations import MemoryReservations
+    from cortex.pipeline import reservations as promising
+    from cortex.pipeline.config import load_pipelines
+    from cortex.pipeline.engine import run_pipeline
+    from tests.fakes import nova
+
+    base = view(host("h1", inventories={"VCPU": inventory(64), "MEMORY_MB": inventory(262144),
+                                        "DISK_GB": inventory(2000)}))
+    pipeline = load_pipelines(conf.shipped_file("pipelines.yaml")).pipelines[
+        "kvm-general-purpose-load-balancing"]
+    request = nova(hosts=["h1"], spec={"instance_uuid": "i9"})
+    result = run_pipeline(pipeline, request, base)
+    seen = []
+    real = promising.refusal
+    monkeypatch.setattr(promising, "refusal", lambda p, r, v, h: seen.append(v) or real(p, r, v, h))
+    promised = promising.promise_first(pipeline, request, base, base, result,
+                                       MemoryReservations(), 300.0, NOW)
+    assert promised.hosts == ["h1"] and len(seen) == 1
+    assert seen[0].root is base and seen[0].hosts["h1"] is not base.hosts["h1"]
