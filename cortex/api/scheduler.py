@@ -14,6 +14,7 @@ from flask import current_app, g, jsonify, request
 from cortex.api.errors import ApiError
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeUnavailable
+from cortex.knowledge.decisions import COMPACT_FORMAT
 from cortex.knowledge.reservations import with_reservations
 from cortex.knowledge.topology_picture import can_place_connected, picture
 from cortex.knowledge.view import KnowledgeView
@@ -76,13 +77,16 @@ def external(service: str):
 
 def schedule(cortex: Any, service: str, body: Any, record: dict[str, Any], started: float,
              choose: Callable[[Any], Pipeline] | None = None, promise: bool = True,
-             ) -> tuple[Any, KnowledgeView, PipelineResult]:
+             stored_form: bool = True) -> tuple[Any, KnowledgeView, PipelineResult]:
     """Validate, parse, choose the pipeline and run it; fill ``record`` on the way.
 
     ``choose(request)`` picks the pipeline (default: the configured rules) and may
     raise ApiError. The pipeline sees the in-flight reservations; with ``promise`` the
     answer's first host is re-checked and reserved (:mod:`cortex.pipeline.reservations`).
-    Returns ``(request, view, result)``; raises ApiError 400/503 as the contract says.
+    With ``stored_form`` the steps go into ``record`` as decision records keep them
+    (:func:`cortex.knowledge.decisions.compact_record`), else whole (``raw`` and
+    ``scaled`` per host, ``final_weights``). Returns ``(request, view, result)``; raises
+    ApiError 400/503 as the contract says.
     """
     errors = cortex.validator.errors(service, body)
     if errors:
@@ -117,7 +121,7 @@ def schedule(cortex: Any, service: str, body: Any, record: dict[str, Any], start
     if promise:
         result = promise_first(pipeline, parsed, view, overlaid, result, cortex.reservations,
                                cortex.conf.get("scheduler", "reservation_ttl"), now)
-    record.update(_result_fields(result, view.version))
+    record.update(_result_fields(result, view.version, stored_form))
     return parsed, view, result
 
 
@@ -192,11 +196,21 @@ def _request_fields(parsed: Any, body: dict[str, Any]) -> dict[str, Any]:
             "weights": {c.host: c.weight for c in parsed.candidates}}
 
 
-def _result_fields(result: PipelineResult, version: int) -> dict[str, Any]:
-    """The decision record's per-step results and output."""
-    return {"steps": [s.as_dict() for s in result.steps], "result": result.hosts,
-            "unknown_hosts": result.unknown_hosts, "final_weights": result.weights,
-            "knowledge_version": version}
+def _result_fields(result: PipelineResult, version: int, stored_form: bool) -> dict[str, Any]:
+    """The decision record's per-step results and output, whole or in the stored form.
+
+    The stored form is what the writer would make of the whole one (``weighed`` once,
+    weigher values as lists, no scaled values, no final weights; see
+    :func:`cortex.knowledge.decisions.compact_record`), built here from the engine's
+    lists instead of from per-host maps that would only be taken apart again.
+    """
+    fields = {"result": result.hosts, "unknown_hosts": result.unknown_hosts,
+              "knowledge_version": version}
+    if stored_form:
+        return fields | {"format": COMPACT_FORMAT, "weighed": result.weighed,
+                         "steps": [s.as_stored() for s in result.steps]}
+    return fields | {"steps": [s.as_dict() for s in result.steps],
+                     "final_weights": result.weights}
 
 
 def _finish(cortex: Any, record: dict[str, Any], outcome: str, status: int,

@@ -134,7 +134,8 @@ def simulate(service: str):
                               "overrides": {"options": wanted.options,
                                             "multipliers": wanted.multipliers}}
     _, _, result = schedule(cortex, service, body, record, started,
-                            choose=_chooser(cortex, service, wanted), promise=False)
+                            choose=_chooser(cortex, service, wanted), promise=False,
+                            stored_form=False)
     record.update(status=200, detail=None, api_request_id=g.get("request_id"))
     decision_id = None
     if wanted.record:

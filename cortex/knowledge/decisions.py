@@ -159,8 +159,16 @@ def compact_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
     compared with the final weights, and a record whose weights it does not give back
     (or whose weighers judged different hosts) is stored as built. Runs in the decision
     writer's thread, off the request path.
+
+    A record the endpoint already built in this form (``format`` set: its steps from
+    :meth:`cortex.pipeline.engine.StepRecord.as_stored`, its ``weighed`` the engine's
+    order) only has its ``weights`` turned into a list.
     """
     steps, hosts, weights = record.get("steps"), record.get("hosts"), record.get("weights")
+    if record.get("format") == COMPACT_FORMAT:
+        if isinstance(hosts, list) and isinstance(weights, dict) and list(weights) == hosts:
+            return {**record, "weights": list(weights.values())}
+        return record
     if not steps or not isinstance(hosts, list) or not isinstance(weights, dict) \
             or "final_weights" not in record:
         return record

@@ -50,8 +50,10 @@ class StepRecord:
     """What one step did: ``status`` ran|skipped|error; per-host details.
 
     Filters: ``removed`` maps host -> reason (``shadow`` steps fill it without
-    removing). Weighers: ``raw`` and ``scaled`` (``multiplier * tanh(raw)``) per host.
-    ``detail``: what the bound plugin decided for the whole request (Plugin.detail).
+    removing). Weighers: ``values``, the raw weight of each host of ``weighed`` in its
+    order (``weighed`` is the judged host list the engine shares with every weigher of
+    the call); :attr:`raw` and :attr:`scaled` (``multiplier * tanh(raw)``) give them per
+    host. ``detail``: what the bound plugin decided for the whole request (Plugin.detail).
     """
 
     name: str
@@ -63,24 +65,66 @@ class StepRecord:
     multiplier: float | None = None
     hosts_in: int = 0
     removed: dict[str, str] = field(default_factory=dict)
-    raw: dict[str, float] = field(default_factory=dict)
-    scaled: dict[str, float] = field(default_factory=dict)
     detail: str | None = None
+    weighed: list[str] | None = field(default=None, repr=False)
+    values: list[float] | None = None
+
+    @property
+    def raw(self) -> dict[str, float]:
+        """``{host: raw weight}`` of a weigher that ran; ``{}`` otherwise."""
+        if not self.values:
+            return {}
+        return dict(zip(self.weighed or (), self.values, strict=True))
+
+    @property
+    def scaled(self) -> dict[str, float]:
+        """``{host: multiplier * tanh(raw)}``: this step's term of each final weight."""
+        if not self.values:
+            return {}
+        multiplier, tanh = self.multiplier, math.tanh
+        return {host: multiplier * tanh(value)
+                for host, value in zip(self.weighed or (), self.values, strict=True)}
+
+    def _fields(self) -> dict[str, Any]:
+        """The shared fields of both forms, empty details left out."""
+        fields = {"name": self.name, "kind": self.kind, "status": self.status,
+                  "duration_ms": self.duration_ms, "reason": self.reason,
+                  "shadow": self.shadow, "multiplier": self.multiplier,
+                  "hosts_in": self.hosts_in, "removed": self.removed, "detail": self.detail}
+        return {k: v for k, v in fields.items() if v not in ({}, None)}
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form, empty details left out."""
-        return {k: v for k, v in self.__dict__.items() if v not in ({}, None)}
+        """JSON-ready form with ``raw`` and ``scaled`` per host, empty details left out."""
+        document = self._fields()
+        if self.values:
+            document.update(raw=self.raw, scaled=self.scaled)
+        return document
+
+    def as_stored(self) -> dict[str, Any]:
+        """The form decision records keep: ``raw`` a list in ``weighed`` order, no ``scaled``.
+
+        :func:`cortex.knowledge.decisions.expand_record` turns it back into :meth:`as_dict`.
+        """
+        document = self._fields()
+        if self.values:
+            document["raw"] = self.values
+        return document
 
 
 @dataclass
 class PipelineResult:
-    """The answer (``hosts``, best first) and how it came about."""
+    """The answer (``hosts``, best first) and how it came about.
+
+    ``weights`` are the final weights of the judged hosts; ``weighed`` lists those
+    hosts in the order the weighers saw them (every weigher step's ``values`` order).
+    """
 
     pipeline: str
     hosts: list[str]
     steps: list[StepRecord]
     unknown_hosts: list[str]
     weights: dict[str, float]
+    weighed: list[str] = field(default_factory=list)
 
 
 def run_pipeline(pipeline: Pipeline, request: Any, view: KnowledgeView,
@@ -113,7 +157,8 @@ def run_pipeline(pipeline: Pipeline, request: Any, view: KnowledgeView,
     hosts = [c.host for c, _ in alive]
     if (pipeline.unknown_hosts or unknown_policy) == "keep":
         hosts += [c.host for c in sorted(unknown, key=lambda c: (-c.weight, order[c.host]))]
-    return PipelineResult(pipeline.name, hosts, steps, [c.host for c in unknown], final)
+    return PipelineResult(pipeline.name, hosts, steps, [c.host for c in unknown], final,
+                          judged)
 
 
 def _check_budget(step: Step, deadline: float | None, started: float) -> None:
@@ -190,17 +235,16 @@ def _run_weigher(step: Step, request: Any, alive: list, judged: list[str],
             raw, host = next((w, c.host) for w, (c, _) in zip(weights, alive, strict=True)
                              if not math.isfinite(w))
             raise ValueError(f"weight {raw} for {host} is not finite")
-        record.raw = dict(zip(judged, weights, strict=True))
         _check_duration(step, (time.perf_counter() - started) * 1000)
     except Exception as exc:  # noqa: BLE001 - a plugin bug must not escape as a 500
         record.duration_ms = (time.perf_counter() - started) * 1000
         if step.on_error == "fail":
             raise StepFailed(step.name, exc) from exc
         LOG.warning("weigher %s failed, skipped by policy: %r", step.name, exc)
-        record.status, record.reason, record.raw = "error", repr(exc), {}
+        record.status, record.reason = "error", repr(exc)
         return record, None
+    record.weighed, record.values = judged, list(weights)
     multiplier, tanh = step.multiplier, math.tanh
     scaled = [multiplier * tanh(raw) for raw in weights]
-    record.scaled = dict(zip(judged, scaled, strict=True))
     record.duration_ms = (time.perf_counter() - started) * 1000
     return record, scaled
