@@ -161,3 +161,16 @@ def test_the_promise_recheck_shares_the_synced_views_facts(monkeypatch):
                                        MemoryReservations(), 300.0, NOW)
     assert promised.hosts == ["h1"] and len(seen) == 1
     assert seen[0].root is base and seen[0].hosts["h1"] is not base.hosts["h1"]
+
+
+def test_a_hosts_reserved_state_is_kept_while_its_reservations_stay_the_same():
+    base = view(host("h1", inventories={"VCPU": inventory(64)}),
+                host("h2", inventories={"VCPU": inventory(64)}))
+    held = [reservation("a", "h1", "i1"), reservation("b", "h2", "i2")]
+    first = with_reservations(base, held, NOW)
+    again = with_reservations(base, [*held, reservation("c", "h2", "i3")], NOW)
+    assert again.hosts["h1"] is first.hosts["h1"]  # h1's reservations did not change
+    assert again.hosts["h2"] is not first.hosts["h2"]
+    assert again.hosts["h2"].nodes["h2.cloud.example"].inventories["VCPU"].used == 8
+    moved = dataclasses.replace(base, hosts=MappingProxyType(dict(base.hosts)))  # a new version
+    assert with_reservations(moved, held, NOW).hosts["h1"] is not first.hosts["h1"]
