@@ -103,6 +103,10 @@ OPTIONS: tuple[Option, ...] = (
            "Seconds an in-flight reservation (what Cortex just promised a Nova call) counts "
            "as used capacity unless the synced knowledge shows its instance sooner; keep "
            "it above the Nova and Placement sync intervals. 0: no reservations."),
+    Option("scheduler", "reservation_feed", bool, True,
+           "PostgreSQL: each API worker keeps the in-flight reservations in memory, reloaded "
+           "when the table announces a change (LISTEN/NOTIFY), instead of reading them on "
+           "every Nova call; the promise still re-checks the host against the table."),
     Option("network", "spine_key", str, "topology:spine",
            "Aggregate metadata key naming the spine of the aggregate's hosts."),
     Option("network", "leaf_key", str, "topology:leaf",

@@ -201,7 +201,8 @@ def create_app(conf: Config, engine: Engine | None = None,
         conf=conf, engine=engine, knowledge=knowledge,
         pipelines=pipelines, validator=RequestValidator(load_openapi()), decisions=writer,
         decision_store=DecisionStore(engine), metrics=app_metrics, authorizer=authorizer,
-        reservations=ReservationStore(engine, conf.get("database", "connect_timeout")),
+        reservations=ReservationStore(engine, conf.get("database", "connect_timeout"),
+                                      feed=conf.get("scheduler", "reservation_feed")),
         parsers=parsers)
     for path, handlers in ROUTES.items():
         if any(policy not in POLICIES for _, policy in handlers.values()):

@@ -21,12 +21,13 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import namedtuple_row
-from sqlalchemy import Engine, bindparam, delete, insert, select, text
+from sqlalchemy import Engine, bindparam, delete, insert, make_url, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from cortex.db import models
 from cortex.db.engine import dumps_json, make_engine
+from cortex.knowledge.reservation_feed import CHANNEL, ReservationFeed
 from cortex.knowledge.reservations import Reservation
 
 #: First key of the advisory lock, so that Cortex's host locks never meet another
@@ -40,6 +41,7 @@ _ACTIVE = select(_TABLE).where(_TABLE.expires_at > bindparam("now"))
 _HOST_ACTIVE = select(_TABLE).where(_TABLE.host == bindparam("host"),
                                     _TABLE.expires_at > bindparam("now"))
 _LOCK = text("SELECT pg_advisory_xact_lock(:ns, hashtext(:host))")
+_ANNOUNCE = text("SELECT pg_notify(:channel, :payload)")
 _COLUMNS = ("id", "host", "instance_uuid", "group_id", "resources", "gpus", "created_at",
             "expires_at")
 
@@ -63,6 +65,31 @@ def _replace_statement(dialect: str):
 def _unpinged(url: str, connect_timeout: int) -> Engine:
     """The process's one engine for ``url`` without pool pre-ping (see ReservationStore)."""
     return make_engine(url, connect_timeout, pool_pre_ping=False)
+
+
+@functools.cache
+def _feed(url: str, connect_timeout: int) -> ReservationFeed:
+    """The process's one reservation feed of the PostgreSQL database at ``url``."""
+    reader = _autocommit(_unpinged(url, connect_timeout))
+
+    def announce(payload: str) -> None:
+        with reader.connect() as connection:
+            connection.execute(_ANNOUNCE, {"channel": CHANNEL, "payload": payload})
+
+    conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    return ReservationFeed(conninfo, lambda: _read_active(reader, datetime.now(UTC)),
+                           announce, connect_timeout)
+
+
+def _autocommit(engine: Engine) -> Engine:
+    """``engine`` for single reads: autocommit spares BEGIN and the ROLLBACK on return."""
+    return engine.execution_options(isolation_level="AUTOCOMMIT")
+
+
+def _read_active(reader: Engine, now: datetime) -> list[Reservation]:
+    """Every reservation not expired at ``now``, read through ``reader`` (:func:`_autocommit`)."""
+    with reader.connect() as connection:
+        return [_reservation(row) for row in connection.execute(_ACTIVE, {"now": now})]
 
 
 def _aware(value: datetime) -> datetime:
@@ -96,29 +123,45 @@ class ReservationStore:
     goes out unpromised (both logged), and SQLAlchemy discards the pool's other
     connections of before the failure. The pool is shared by every store of the process
     on the same database and timeout (:func:`_unpinged`).
+
+    With ``feed`` (PostgreSQL, the API workers) :meth:`active` answers from the
+    process's :class:`~cortex.knowledge.reservation_feed.ReservationFeed` while it
+    listens, and reads the table otherwise.
     """
 
-    def __init__(self, engine: Engine, connect_timeout: int = 3) -> None:
+    def __init__(self, engine: Engine, connect_timeout: int = 3, feed: bool = False) -> None:
         """Use ``engine``'s database; ``connect_timeout`` (s) for the store's own pool."""
         self._postgres = engine.dialect.name == "postgresql"
+        self._feed: ReservationFeed | None = None
         if self._postgres:
-            engine = _unpinged(engine.url.render_as_string(hide_password=False),
-                               connect_timeout)
+            url = engine.url.render_as_string(hide_password=False)
+            engine = _unpinged(url, connect_timeout)
+            if feed:
+                self._feed = _feed(url, connect_timeout)
         self._engine = engine
+        self._reader = _autocommit(engine)
         self._local = threading.Lock()
         self._replace = _replace_statement(engine.dialect.name)
         if self._postgres:
             self._sql = {name: str(statement.compile(dialect=engine.dialect))
                          for name, statement in (("lock", _LOCK), ("host_active", _HOST_ACTIVE),
                                                  ("replace", self._replace))}
-        # A single read needs no transaction: autocommit spares the BEGIN and the
-        # ROLLBACK on return to the pool, two of its round trips on every Nova call.
-        self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     def active(self, now: datetime) -> list[Reservation]:
-        """Every reservation not expired at ``now`` (one indexed query, no transaction)."""
-        with self._reader.connect() as connection:
-            return [_reservation(row) for row in connection.execute(_ACTIVE, {"now": now})]
+        """Every reservation not expired at ``now``: from the feed, else one indexed query."""
+        if self._feed is not None:
+            self._feed.start()
+            items = self._feed.current()
+            if items is not None:
+                return [r for r in items if r.expires_at > now]
+        return _read_active(self._reader, now)
+
+    def refresh(self, timeout: float = 5.0) -> bool:
+        """Wait until the feed has applied every change committed so far; False on timeout.
+
+        True at once without a feed or while it is not listening (the table is read).
+        """
+        return self._feed is None or self._feed.refresh(timeout)
 
     def promise(self, host: str, now: datetime,
                 check: Callable[[list[Reservation]], Reservation | None]) -> Reservation | None:
@@ -130,7 +173,10 @@ class ReservationStore:
         """
         for attempt in range(2):
             try:
-                return self._promise(host, now, check)
+                made = self._promise(host, now, check)
+                if made is not None and self._feed is not None:
+                    self._feed.add(made)
+                return made
             except (IntegrityError, psycopg.IntegrityError):  # the same instance, concurrently
                 if attempt:
                     raise

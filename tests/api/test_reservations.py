@@ -23,6 +23,7 @@ def reserving(engine, database_url):
     app = create_app(make_conf(**{"database.connection": database_url,
                                   "database.knowledge_check_interval": 0.0,
                                   "scheduler.reservation_ttl": 600.0}), engine=engine)
+    app.extensions["cortex"].reservations.refresh()  # the feed may not have seen the delete
     yield app
     app.extensions["cortex"].decisions.close()
     with engine.begin() as connection:

@@ -1,0 +1,254 @@
+"""Each API worker's in-memory copy of the in-flight reservations, kept fresh by NOTIFY.
+
+Every Nova call lays the unexpired reservations over the knowledge view. Reading them
+from PostgreSQL on every call costs a round trip and the conversion of every row,
+however few changed. A :class:`ReservationFeed` holds them in memory instead: one
+thread per process ``LISTEN``s on ``cortex_reservations``, where migration 0007's
+trigger announces every row written or deleted, whoever writes it (a promise of any
+worker, ``cortex-manage reservations prune``, an operator's SQL), with the row itself.
+The thread loads the table once, then applies the announced changes in commit order;
+it loads the table again only when asked to (``TRUNCATE``, a row too large to
+announce). The worker's own promises go into its copy at once.
+
+What a call may miss: a reservation another worker committed in the last moment,
+before this worker's listener applied it (well under a millisecond on one machine,
+more when the worker is busy). The ranking may then favour a host whose room was just
+promised elsewhere; the promise itself re-checks the host under its lock against the
+table (:mod:`cortex.pipeline.reservations`), so capacity is still never promised
+twice. This is the Kubernetes scheduler's informer cache, applied to reservations.
+
+While the listener has no connection (starting, the server gone, a database without
+the trigger), :meth:`ReservationFeed.current` answers None and the store reads the
+table as before.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from types import MappingProxyType
+
+import psycopg
+
+from cortex.knowledge.reservations import Reservation
+
+LOG = logging.getLogger(__name__)
+
+#: The channel migration 0007's trigger notifies, and the trigger's name.
+CHANNEL = "cortex_reservations"
+TRIGGER = "inflight_reservations_notify"
+#: How the listening connection shows in ``pg_stat_activity``.
+APPLICATION_NAME = "cortex-reservation-feed"
+_TRIGGER = f"SELECT 1 FROM pg_trigger WHERE tgname = '{TRIGGER}'"
+#: Seconds between looks for the trigger in a database not yet upgraded.
+_NO_TRIGGER_RETRY = 60.0
+#: Seconds between sweeps of expired reservations out of memory.
+_SWEEP_EVERY = 5.0
+
+
+class ReservationFeed:
+    """The unexpired reservations of one database, in this process, changed on NOTIFY.
+
+    ``conninfo`` is a libpq connection string for the listening connection;
+    ``load()`` reads every unexpired reservation from the table; ``announce(payload)``
+    sends a notification on :data:`CHANNEL` (:meth:`refresh` uses it to mark a point
+    in the stream of changes). The listener thread starts with the first
+    :meth:`start`, again in a forked child (gunicorn workers), and reconnects
+    ``retry`` seconds after losing its connection.
+    """
+
+    def __init__(self, conninfo: str, load: Callable[[], list[Reservation]],
+                 announce: Callable[[str], None], connect_timeout: int = 3,
+                 retry: float = 1.0) -> None:
+        self._conninfo = conninfo
+        self._load = load
+        self._announce = announce
+        self._connect_timeout = connect_timeout
+        self._retry = retry
+        self._lock = threading.Lock()
+        self._by_id: dict[str, Reservation] = {}
+        self._by_instance: dict[str, str] = {}
+        self._known: dict[str, datetime] = {}  # ids the stream announced, until they expire
+        self._items: list[Reservation] | None = None  # None: not listening, read the table
+        self._marks: dict[str, threading.Event] = {}
+        self._swept = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pid: int | None = None
+
+    def start(self) -> None:
+        """Start the listener thread in this process if it does not run (cheap when it does)."""
+        if self._pid == os.getpid() and self._thread is not None:
+            return
+        with self._lock:
+            if self._pid == os.getpid() and self._thread is not None:
+                return
+            self._pid, self._items = os.getpid(), None
+            self._thread = threading.Thread(target=self._run, name="reservation-feed",
+                                            daemon=True)
+            self._thread.start()
+
+    def current(self) -> list[Reservation] | None:
+        """The reservations as the stream of changes left them; None when not listening.
+
+        The list may hold reservations expired since the last sweep (the caller filters
+        by time); it is never changed in place, so a caller may keep it.
+        """
+        if self._pid != os.getpid():
+            return None
+        return self._items
+
+    def add(self, reservation: Reservation) -> None:
+        """Count a reservation this process just committed, before its NOTIFY comes back.
+
+        It replaces one of the same instance, as the table's upsert does. Nothing
+        happens when the stream already announced this reservation (it is then counted,
+        or was replaced or deleted since: adding it again would undo that).
+        """
+        with self._lock:
+            if self._items is None or reservation.id in self._known:
+                return
+            self._put(reservation)
+            self._publish()
+
+    def refresh(self, timeout: float = 5.0) -> bool:
+        """Wait until every change committed before this call is applied; False if not.
+
+        Sends a mark through the same channel: notifications arrive in commit order,
+        so once the listener meets the mark it has applied everything before it.
+        Answers True at once when the feed is not listening (the table is read then).
+        """
+        if self.current() is None:
+            return True
+        token, seen = uuid.uuid4().hex, threading.Event()
+        with self._lock:
+            self._marks[token] = seen
+        try:
+            self._announce(json.dumps({"op": "mark", "token": token}))
+            return seen.wait(timeout)
+        finally:
+            with self._lock:
+                self._marks.pop(token, None)
+
+    def stop(self) -> None:
+        """Stop listening (tests, shutdown); :meth:`current` answers None from then on."""
+        self._stop.set()
+        with self._lock:
+            self._items = None
+
+    def _run(self) -> None:
+        """Listen, load, and apply every announced change; reconnect after a failure."""
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True,
+                                     connect_timeout=self._connect_timeout,
+                                     application_name=APPLICATION_NAME) as connection:
+                    connection.execute(f"LISTEN {CHANNEL}")
+                    if connection.execute(_TRIGGER).fetchone() is None:
+                        LOG.warning("reservation feed: no trigger %s (run 'cortex-manage "
+                                    "db upgrade'); reading the table on every call", TRIGGER)
+                        self._stop.wait(_NO_TRIGGER_RETRY)
+                        continue
+                    self._reload()
+                    LOG.info("reservation feed: listening on %s", CHANNEL)
+                    while not self._stop.is_set():
+                        first = [n.payload for n in connection.notifies(timeout=1.0,
+                                                                        stop_after=1)]
+                        if first:  # and whatever came with it, applied together
+                            first += [n.payload for n in connection.notifies(timeout=0.0)]
+                        self._apply(first)
+            except Exception as exc:  # noqa: BLE001 - the thread must outlive any failure
+                with self._lock:
+                    self._items = None
+                LOG.warning("reservation feed: %s; reading the table until it is back",
+                            type(exc).__name__)
+                self._stop.wait(self._retry)
+
+    def _reload(self) -> None:
+        """Replace the copy with the table as read now (listener thread only)."""
+        items = self._load()
+        with self._lock:
+            self._by_id, self._by_instance = {}, {}
+            for reservation in items:
+                self._put(reservation)
+                self._known[reservation.id] = reservation.expires_at
+            self._publish()
+
+    def _apply(self, payloads: list[str]) -> None:
+        """Apply announced changes in order (listener thread only); sweep now and then.
+
+        A payload is ``{"op": "insert"|"update"|"delete", "old": id | null,
+        "old_expires_at": iso | null, "row": {column: value} | null}``, or ``{"op":
+        "reload"}``, or a :meth:`refresh` mark.
+        """
+        reload, marks = False, []
+        with self._lock:
+            for payload in payloads:
+                change = json.loads(payload)
+                if change.get("op") == "reload":
+                    reload = True
+                elif change.get("op") == "mark":
+                    marks.append(change.get("token"))
+                else:
+                    if change.get("old"):
+                        self._drop(change["old"])
+                        self._known[change["old"]] = _time(change["old_expires_at"])
+                    if change.get("row"):
+                        reservation = _reservation(change["row"])
+                        self._put(reservation)
+                        self._known[reservation.id] = reservation.expires_at
+            if not reload:
+                self._publish()
+        if reload:
+            self._reload()
+        with self._lock:
+            for token in marks:
+                if token in self._marks:
+                    self._marks[token].set()
+
+    def _put(self, reservation: Reservation) -> None:
+        """Count ``reservation``, replacing the same id and the same instance (lock held)."""
+        self._drop(reservation.id)
+        if reservation.instance_uuid:
+            earlier = self._by_instance.get(reservation.instance_uuid)
+            if earlier is not None:
+                self._drop(earlier)
+            self._by_instance[reservation.instance_uuid] = reservation.id
+        self._by_id[reservation.id] = reservation
+
+    def _drop(self, reservation_id: str) -> None:
+        """Stop counting a reservation (lock held)."""
+        gone = self._by_id.pop(reservation_id, None)
+        if gone is not None and gone.instance_uuid \
+                and self._by_instance.get(gone.instance_uuid) == reservation_id:
+            del self._by_instance[gone.instance_uuid]
+
+    def _publish(self) -> None:
+        """Make the copy what :meth:`current` answers; sweep expired entries (lock held)."""
+        if time.monotonic() - self._swept > _SWEEP_EVERY:
+            self._swept, now = time.monotonic(), datetime.now(UTC)
+            for reservation_id in [i for i, r in self._by_id.items() if r.expires_at <= now]:
+                self._drop(reservation_id)
+            self._known = {i: t for i, t in self._known.items() if t > now}
+        self._items = list(self._by_id.values())
+
+
+def _time(value: str) -> datetime:
+    """A timestamp as PostgreSQL's JSON writes it (ISO 8601), timezone-aware."""
+    parsed = datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _reservation(row: dict) -> Reservation:
+    """The Reservation of an announced ``inflight_reservations`` row (``row_to_json``)."""
+    return Reservation(row["id"], row["host"], row.get("instance_uuid"), row.get("group_id"),
+                       MappingProxyType({k: int(v) for k, v in (row.get("resources") or {})
+                                         .items()}),
+                       tuple(row.get("gpus") or ()), _time(row["created_at"]),
+                       _time(row["expires_at"]))
