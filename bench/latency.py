@@ -1,6 +1,7 @@
 """End-to-end latency through gunicorn on loopback, against an HTTP floor.
 
 Run: .venv/bin/python bench/latency.py [--sizes 10,100,1000,5000] [--requests 300]
+     [--workers 1,2] [--inflight N] [--set scheduler_reservation_feed=false]
 
 For each size N it builds a fleet of N KVM hosts (a tenth of them HGX GPU hosts),
 loads it into a fresh database (PostgreSQL at $CORTEX_BENCH_DATABASE_URL or
@@ -31,14 +32,15 @@ import tempfile
 import threading
 import time
 import tracemalloc
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import text
+from sqlalchemy import insert, text
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cortex.db import migrate  # noqa: E402
+from cortex.db import migrate, models  # noqa: E402
 from cortex.db.engine import make_engine  # noqa: E402
 from cortex.knowledge.fleet import import_fleet  # noqa: E402
 from cortex.knowledge.loader import load_view  # noqa: E402
@@ -166,8 +168,13 @@ def measure(port: int, payload: bytes, requests: int) -> tuple[float, float, flo
     return p50, p99, done[0] / (time.perf_counter() - started)
 
 
-def database(n: int, tmp: str) -> str:
-    """A fresh database holding the N-host fleet; its URL."""
+def database(n: int, tmp: str, inflight: int = 0) -> str:
+    """A fresh database holding the N-host fleet and ``inflight`` reservations; its URL.
+
+    The reservations are other instances' (1 VCPU, 512 MiB each), spread over the
+    fleet and unexpired for the whole run, as a busy cloud has one for every create of
+    the last ``reservation_ttl`` seconds.
+    """
     server = os.environ.get("CORTEX_BENCH_DATABASE_URL",
                             "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     try:
@@ -182,6 +189,13 @@ def database(n: int, tmp: str) -> str:
     migrate.upgrade(engine)
     with engine.begin() as connection:
         import_fleet(connection, fleet(n))
+        if inflight:
+            now = datetime.now(UTC)
+            connection.execute(insert(models.InflightReservation), [{
+                "id": f"00000000-0000-4000-a000-{i:012d}", "host": f"cmp{(i * 7) % n:05d}",
+                "instance_uuid": f"00000000-0000-4000-b000-{i:012d}", "group_id": None,
+                "resources": {"VCPU": 1, "MEMORY_MB": 512}, "gpus": [], "created_at": now,
+                "expires_at": now + timedelta(hours=6)} for i in range(inflight)])
     engine.dispose()
     return url
 
@@ -247,15 +261,22 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--memory-sizes", default="10000",
                         help="fleet sizes to measure a worker's resident memory at")
+    parser.add_argument("--inflight", type=int, default=0,
+                        help="other instances' unexpired reservations in the table")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION_OPTION=VALUE",
+                        help="Cortex configuration for the run, e.g. "
+                             "scheduler_reservation_feed=false (repeatable)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     print(f"{'hosts':>6} {'body':8} {'wk':>2} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} "
           f"{'floor p50':>9} {'floor p99':>9} {'floor r/s':>9} {'p50 ratio':>9} {'r/s ratio':>9}")
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
-            url = database(n, tmp)
+            url = database(n, tmp, args.inflight)
             env = {"CORTEX_DATABASE_CONNECTION": url, "CORTEX_API_AUTH_STRATEGY": "noauth",
-                   "CORTEX_SCHEDULER_DECISION_QUEUE_SIZE": "100000"}
+                   "CORTEX_SCHEDULER_DECISION_QUEUE_SIZE": "100000"} | {
+                f"CORTEX_{key.upper()}": value
+                for key, value in (item.split("=", 1) for item in args.set)}
             for workers in (int(w) for w in args.workers.split(",")):
                 servers = {"cortex": serve("cortex.wsgi:application", workers, env),
                            "floor": serve("floor_app:application", workers, {})}
