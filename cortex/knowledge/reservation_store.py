@@ -41,6 +41,7 @@ _ACTIVE = select(_TABLE).where(_TABLE.expires_at > bindparam("now"))
 _HOST_ACTIVE = select(_TABLE).where(_TABLE.host == bindparam("host"),
                                     _TABLE.expires_at > bindparam("now"))
 _LOCK = text("SELECT pg_advisory_xact_lock(:ns, hashtext(:host))")
+_NO_WAIT_FOR_FLUSH = "SET LOCAL synchronous_commit = off"
 _ANNOUNCE = text("SELECT pg_notify(:channel, :payload)")
 _COLUMNS = ("id", "host", "instance_uuid", "group_id", "resources", "gpus", "created_at",
             "expires_at")
@@ -212,8 +213,11 @@ class ReservationStore:
         back once the lock is held; then the insert and COMMIT (or a ROLLBACK when
         refused). The statements are SQLAlchemy's, compiled once (bound parameters
         only). Done one statement at a time through SQLAlchemy this took six round
-        trips on every Nova create. A database error raises psycopg's exception; the
-        connection goes back to the pool, which tests it before its next use.
+        trips on every Nova create. The COMMIT does not wait for the WAL flush: a
+        reservation is a short-lived hint that Placement's claim backs, and a server
+        crash may lose the last moment's of them, not corrupt anything (PostgreSQL's
+        ``synchronous_commit = off``). A database error raises psycopg's exception; a
+        connection that broke is discarded when the pool fails to reset it.
         """
         with self._engine.connect() as connection:
             raw = connection.connection.driver_connection
@@ -230,6 +234,7 @@ class ReservationStore:
                     values = _values(reservation)
                     values.update(resources=dumps_json(values["resources"]),
                                   gpus=dumps_json(values["gpus"]))
+                    raw.execute(_NO_WAIT_FOR_FLUSH)
                     raw.execute(self._sql["replace"], values)
                     raw.commit()
                     return reservation
