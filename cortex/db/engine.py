@@ -16,6 +16,12 @@ except ImportError:  # pragma: no cover - exercised where orjson is not installe
     orjson = None
 
 
+#: PostgreSQL: this transaction's COMMIT returns before its WAL reaches the disk. For
+#: best-effort writes (decision records, reservation hints): a server crash may lose the
+#: last moment's of them, never corrupt anything.
+NO_WAIT_FOR_FLUSH = "SET LOCAL synchronous_commit = off"
+
+
 def make_engine(url: str, connect_timeout: int = 3, **kwargs) -> Engine:
     """A SQLAlchemy engine for ``url`` (``postgresql+psycopg://…`` or ``sqlite:///path``).
 

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, func, insert, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
+from cortex.db.engine import NO_WAIT_FOR_FLUSH
 from cortex.db.models import Decision
 
 LOG = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ _STOP = object()
 #: wait for the WAL to reach the disk, so they neither hold the writer nor queue behind
 #: the reservations' commits, which do wait. A server crash may lose the last ~0.6 s of
 #: decisions (3x wal_writer_delay), never a half-written one.
-_NO_WAIT_FOR_FLUSH = text("SET LOCAL synchronous_commit = off")
+_NO_WAIT_FOR_FLUSH = text(NO_WAIT_FOR_FLUSH)
 
 
 class DecisionWriter:

@@ -26,7 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from cortex.db import models
-from cortex.db.engine import dumps_json, make_engine
+from cortex.db.engine import NO_WAIT_FOR_FLUSH, dumps_json, make_engine
 from cortex.knowledge.reservation_feed import CHANNEL, ReservationFeed
 from cortex.knowledge.reservations import Reservation
 
@@ -41,7 +41,6 @@ _ACTIVE = select(_TABLE).where(_TABLE.expires_at > bindparam("now"))
 _HOST_ACTIVE = select(_TABLE).where(_TABLE.host == bindparam("host"),
                                     _TABLE.expires_at > bindparam("now"))
 _LOCK = text("SELECT pg_advisory_xact_lock(:ns, hashtext(:host))")
-_NO_WAIT_FOR_FLUSH = "SET LOCAL synchronous_commit = off"
 _ANNOUNCE = text("SELECT pg_notify(:channel, :payload)")
 _COLUMNS = ("id", "host", "instance_uuid", "group_id", "resources", "gpus", "created_at",
             "expires_at")
@@ -234,7 +233,7 @@ class ReservationStore:
                     values = _values(reservation)
                     values.update(resources=dumps_json(values["resources"]),
                                   gpus=dumps_json(values["gpus"]))
-                    raw.execute(_NO_WAIT_FOR_FLUSH)
+                    raw.execute(NO_WAIT_FOR_FLUSH)
                     raw.execute(self._sql["replace"], values)
                     raw.commit()
                     return reservation
