@@ -89,7 +89,8 @@ def _autocommit(engine: Engine) -> Engine:
 def _read_active(reader: Engine, now: datetime) -> list[Reservation]:
     """Every reservation not expired at ``now``, read through ``reader`` (:func:`_autocommit`)."""
     with reader.connect() as connection:
-        return [_reservation(row) for row in connection.execute(_ACTIVE, {"now": now})]
+        rows = connection.execute(_ACTIVE, {"now": now}).all()
+    return [_reservation(row) for row in rows]
 
 
 def _aware(value: datetime) -> datetime:

@@ -122,3 +122,19 @@ def test_store_filters_on_indexed_columns_and_resolves_keys(engine):
         store.find(colour="red")
     with engine.begin() as connection:
         connection.execute(delete(Decision).where(Decision.resource_id == resource))
+
+
+def test_json_columns_read_back_every_value_postgresql_stores(engine):
+    """orjson reads the common values, the standard library what orjson refuses."""
+    item = record(f"inst-{uuid.uuid4()}")
+    item["record"] |= {"huge": 10**30, "float": 0.1, "text": "GPU ✓", "nested": [{"a": None}]}
+    with engine.begin() as connection:
+        connection.execute(Decision.__table__.insert(), [item])
+    try:
+        with engine.connect() as connection:
+            stored = connection.execute(Decision.__table__.select().where(
+                Decision.id == item["id"])).one().record
+        assert stored == item["record"]
+    finally:
+        with engine.begin() as connection:
+            connection.execute(delete(Decision).where(Decision.id == item["id"]))
