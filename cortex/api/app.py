@@ -25,7 +25,7 @@ from cortex.api import ui
 from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
 from cortex.api.freshness import healthcheck_detail, sync_ages
-from cortex.api.metrics import ApiMetrics, KnowledgeCollector
+from cortex.api.metrics import ApiMetrics, KnowledgeCollector, ReservationFeedCollector
 from cortex.api.network import list_reservations, show_network_topology
 from cortex.api.scheduler import external
 from cortex.api.schema import RequestValidator, load_openapi
@@ -197,13 +197,14 @@ def create_app(conf: Config, engine: Engine | None = None,
                                network_keys=MetadataKeys.from_conf(conf),
                                background=conf.get("database", "knowledge_background_reload"))
     app_metrics.add_scrape_collector(KnowledgeCollector(knowledge, partial(sync_ages, engine)))
+    reservations = ReservationStore(engine, conf.get("database", "connect_timeout"),
+                                    feed=conf.get("scheduler", "reservation_feed"))
+    app_metrics.add_scrape_collector(ReservationFeedCollector(reservations))
     app.extensions["cortex"] = Services(
         conf=conf, engine=engine, knowledge=knowledge,
         pipelines=pipelines, validator=RequestValidator(load_openapi()), decisions=writer,
         decision_store=DecisionStore(engine), metrics=app_metrics, authorizer=authorizer,
-        reservations=ReservationStore(engine, conf.get("database", "connect_timeout"),
-                                      feed=conf.get("scheduler", "reservation_feed")),
-        parsers=parsers)
+        reservations=reservations, parsers=parsers)
     for path, handlers in ROUTES.items():
         if any(policy not in POLICIES for _, policy in handlers.values()):
             raise ValueError(f"route {path}: unknown policy")

@@ -102,6 +102,32 @@ class ApiMetrics:
         return generate_latest(registry)
 
 
+class ReservationFeedCollector:
+    """Scrape-time state of the answering worker's reservation feed.
+
+    ``cortex_reservation_feed_listening``: 1 while the worker counts in-flight
+    reservations from memory, 0 while it reads them from the table on every call
+    (listener down or not yet started, or no trigger). Nothing without a feed (SQLite,
+    ``reservation_feed = false``).
+    """
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def describe(self) -> list[Metric]:
+        """Nothing up front: the family exists only with a feed."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        """The listening gauge, when the store has a feed."""
+        listening = self._store.listening
+        if listening is not None:
+            yield GaugeMetricFamily(
+                "cortex_reservation_feed_listening",
+                "1: this worker counts in-flight reservations from memory (NOTIFY feed); "
+                "0: it reads them from the table on every call.", value=int(listening))
+
+
 class KnowledgeCollector:
     """Scrape-time metrics of a worker's KnowledgeCache and the KPIs of its view.
 

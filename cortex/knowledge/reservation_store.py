@@ -157,6 +157,13 @@ class ReservationStore:
                 return [r for r in items if r.expires_at > now]
         return _read_active(self._reader, now)
 
+    @property
+    def listening(self) -> bool | None:
+        """Whether :meth:`active` answers from memory now; None when the store has no feed."""
+        if self._feed is None:
+            return None
+        return self._feed.current() is not None
+
     def refresh(self, timeout: float = 5.0) -> bool:
         """Wait until the feed has applied every change committed so far; False on timeout.
 

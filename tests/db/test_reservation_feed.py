@@ -8,6 +8,7 @@ from types import MappingProxyType
 import pytest
 from sqlalchemy import delete, event, insert, text
 
+from cortex.api.metrics import ReservationFeedCollector
 from cortex.db import models
 from cortex.knowledge import reservation_store
 from cortex.knowledge.reservation_feed import APPLICATION_NAME, TRIGGER
@@ -66,6 +67,12 @@ def table_reads(store):
     return issued
 
 
+def listening_gauge(store):
+    """``cortex_reservation_feed_listening`` as a scrape of this worker reports it."""
+    (family,) = ReservationFeedCollector(store).collect()
+    return family.samples[0].value
+
+
 def write(engine, statement):
     """Change the table from outside the store, as another worker or an operator would."""
     with engine.begin() as connection:
@@ -101,12 +108,14 @@ def test_without_its_connection_the_feed_hands_over_to_the_table(feeding, postgr
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
         f"WHERE application_name = '{APPLICATION_NAME}' AND datname = current_database()"))
     assert eventually(lambda: feeding._feed.current() is None, 5), "still live"
+    assert listening_gauge(feeding) == 0
     reads = table_reads(feeding)
     write(postgres, insert(models.InflightReservation).values(row("while-down")))
     assert [r.id for r in feeding.active(NOW)] == ["while-down"]
     assert len(reads) == 1  # read from the table (the feed retries after a second)
     assert eventually(lambda: feeding._feed.current() is not None), "the feed did not come back"
     assert feeding.refresh() and [r.id for r in feeding._feed.current()] == ["while-down"]
+    assert listening_gauge(feeding) == 1
 
 
 def test_a_database_without_the_trigger_is_read_on_every_call(postgres, monkeypatch):
@@ -117,7 +126,7 @@ def test_a_database_without_the_trigger_is_read_on_every_call(postgres, monkeypa
         store = ReservationStore(postgres, feed=True)
         store.active(NOW)
         time.sleep(0.5)
-        assert store._feed.current() is None
+        assert store._feed.current() is None and listening_gauge(store) == 0
         reads = table_reads(store)
         store.active(NOW)
         assert len(reads) == 1
@@ -150,3 +159,7 @@ def test_a_truncate_reloads(feeding, postgres):
     assert feeding.refresh() and [r.id for r in feeding.active(NOW)] == ["kept"]
     write(postgres, text("TRUNCATE inflight_reservations"))
     assert feeding.refresh() and list(feeding.active(NOW)) == []
+
+
+def test_without_a_feed_there_is_no_gauge(engine):
+    assert list(ReservationFeedCollector(ReservationStore(engine)).collect()) == []
