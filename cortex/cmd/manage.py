@@ -40,14 +40,17 @@ def db_version(conf: config.Config, args) -> int:
     return 0
 
 
-def load_fleet(conf: config.Config, args) -> int:
-    """Replace the knowledge tables with a fleet file, in one transaction."""
-    fleet = read_fleet(args.file)
-    engine = make_engine(conf.database_url)
-    with engine.begin() as connection:
-        counts = import_fleet(connection, fleet)
+def _store(conf: config.Config, store, document) -> int:
+    """``store(connection, document)`` in one transaction; print the counts it returns."""
+    with make_engine(conf.database_url).begin() as connection:
+        counts = store(connection, document)
     print("loaded " + ", ".join(f"{n} {k}" for k, n in counts.items()))
     return 0
+
+
+def load_fleet(conf: config.Config, args) -> int:
+    """Replace the knowledge tables with a fleet file, in one transaction."""
+    return _store(conf, import_fleet, read_fleet(args.file))
 
 
 def config_check(conf: config.Config, args) -> int:
@@ -129,12 +132,7 @@ def explain_decision(conf: config.Config, args) -> int:
 
 def network_load(conf: config.Config, args) -> int:
     """Replace the stored topology file with ``args.file``, in one transaction."""
-    document = read_topology_file(args.file)
-    engine = make_engine(conf.database_url)
-    with engine.begin() as connection:
-        counts = store_topology(connection, document)
-    print("loaded " + ", ".join(f"{n} {k}" for k, n in counts.items()))
-    return 0
+    return _store(conf, store_topology, read_topology_file(args.file))
 
 
 def network_show(conf: config.Config, args) -> int:
