@@ -66,6 +66,10 @@ def dumps_json(value: Any) -> str:
     return json.dumps(value)
 
 
+#: A run of digits that may be an integer beyond 64 bits: (bytes, str) patterns.
+_LONG_DIGITS = (re.compile(rb"[0-9]{19}"), re.compile(r"[0-9]{19}"))
+
+
 def loads_json(data: Any) -> Any:
     """The value of a json/jsonb column's text (str, bytes or a buffer).
 
@@ -79,10 +83,6 @@ def loads_json(data: Any) -> Any:
     if orjson is not None and not _LONG_DIGITS[isinstance(data, str)].search(data):
         return orjson.loads(data)
     return json.loads(data)
-
-
-#: A run of digits that may be an integer beyond 64 bits: (bytes, str) patterns.
-_LONG_DIGITS = (re.compile(rb"[0-9]{19}"), re.compile(r"[0-9]{19}"))
 
 
 def _read_json_fast(dbapi_connection, _record) -> None:

@@ -20,9 +20,8 @@ from cortex.db.models import Decision
 LOG = logging.getLogger(__name__)
 _STOP = object()
 #: The decision log is best effort (a full queue drops records too): its commits do not
-#: wait for the WAL to reach the disk, so they neither hold the writer nor queue behind
-#: the reservations' commits, which do wait. A server crash may lose the last ~0.6 s of
-#: decisions (3x wal_writer_delay), never a half-written one.
+#: wait for the WAL to reach the disk, so they do not hold the writer. A server crash
+#: may lose the last ~0.6 s of decisions (3x wal_writer_delay), never a half-written one.
 _NO_WAIT_FOR_FLUSH = text(NO_WAIT_FOR_FLUSH)
 
 

@@ -120,10 +120,11 @@ class ReservationStore:
     the pre-ping of :func:`cortex.db.engine.make_engine`: every Nova create reads and
     promises here, and the ping is one more round trip on each (0.45 instead of 0.3 ms
     for the read, 1.1 instead of 0.8 ms for the promise, measured alone). A connection
-    the server dropped then fails one call instead: the read is skipped and the answer
-    goes out unpromised (both logged), and SQLAlchemy discards the pool's other
-    connections of before the failure. The pool is shared by every store of the process
-    on the same database and timeout (:func:`_unpinged`).
+    the server dropped then fails one call instead: the read is skipped or the answer
+    goes out unpromised (logged), and the broken connection is discarded (after a
+    failed read SQLAlchemy also discards the pool's older connections). The pool is
+    shared by every store of the process on the same database and timeout
+    (:func:`_unpinged`).
 
     With ``feed`` (PostgreSQL, the API workers) :meth:`active` answers from the
     process's :class:`~cortex.knowledge.reservation_feed.ReservationFeed` while it
