@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 CONFIG_FILE_ENV = "CORTEX_CONFIG_FILE"
+#: The sources cortex-sync knows (``[sync] sources``).
+SYNC_SOURCES = ("nova", "placement", "cinder", "manila", "keystone", "prometheus")
 #: Sections handed as they are to a library that declares its own options.
 PASSTHROUGH_SECTIONS = ("keystone_authtoken",)
 
@@ -28,13 +30,54 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Option:
-    """One option: ``section``/``name``, a Python type (str, int, float, bool), a default, help."""
+    """One option, declared once, as oslo.config declares them.
+
+    ``section``/``name``; ``type`` is str, int, float or bool; ``default`` is of that
+    type; ``help`` is the sample file's text. Constraints, checked at load:
+    ``choices`` (the allowed values; for a ``list_of`` option, the allowed items),
+    ``minimum``/``maximum`` (inclusive bounds of an int or float), ``list_of``
+    (the value is a comma-separated list whose items must be in ``choices``).
+    """
 
     section: str
     name: str
     type: type
     default: Any
     help: str
+    choices: tuple[str, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    list_of: bool = False
+
+    def allowed(self) -> str:
+        """What the option accepts, in words: ``one of keep, drop``, ``an int >= 1``."""
+        if self.choices is not None:
+            shown = ", ".join(repr(c) if c == "" else c for c in self.choices)
+            return f"a comma-separated list of {shown}" if self.list_of else f"one of {shown}"
+        kind = "an int" if self.type is int else f"a {self.type.__name__}"
+        if self.minimum is not None and self.maximum is not None:
+            return f"{kind} from {self.minimum:g} to {self.maximum:g}"
+        if self.minimum is not None:
+            return f"{kind} >= {self.minimum:g}"
+        if self.maximum is not None:
+            return f"{kind} <= {self.maximum:g}"
+        return kind
+
+    def check(self, value: Any) -> Any:
+        """``value`` if the constraints allow it; ConfigError naming option, value and rule."""
+        if self.choices is not None:
+            items = [v.strip() for v in value.split(",") if v.strip()] if self.list_of \
+                else [value]
+            bad = [item for item in items if item not in self.choices]
+        else:
+            bad = [value] if ((self.minimum is not None and value < self.minimum)
+                              or (self.maximum is not None and value > self.maximum)
+                              or value != value) else []  # NaN is never inside a range
+        if bad:
+            shown = value if not self.list_of else ", ".join(bad)
+            raise ConfigError(f"[{self.section}] {self.name}: {shown!r} is not allowed; "
+                              f"expected {self.allowed()}")
+        return value
 
 
 def _default_database_url(environ: Mapping[str, str]) -> str:
@@ -45,16 +88,20 @@ def _default_database_url(environ: Mapping[str, str]) -> str:
 
 OPTIONS: tuple[Option, ...] = (
     Option("DEFAULT", "debug", bool, False, "Log at DEBUG level."),
-    Option("DEFAULT", "log_format", str, "text", "Log line format: text or json."),
+    Option("DEFAULT", "log_format", str, "text", "Log line format: text or json.",
+           choices=("text", "json")),
     Option("api", "host", str, "127.0.0.1", "Address cortex-api (the development server) binds."),
-    Option("api", "port", int, 8080, "Port cortex-api binds."),
+    Option("api", "port", int, 8080, "Port cortex-api binds.",
+           minimum=1, maximum=65535),
     Option("api", "max_body_bytes", int, 8 * 1024 * 1024,
-           "Largest accepted request body in bytes; larger bodies get 413."),
+           "Largest accepted request body in bytes; larger bodies get 413.",
+           minimum=1024),
     Option("api", "auth_strategy", str, "static",
            "Authentication of everything but the external scheduler endpoints (decisions, "
            "topology reports, the dashboard): 'static' (tokens below), 'keystone' "
            "(keystonemiddleware, the 'keystone' extra, configured in [keystone_authtoken]) "
-           "or 'noauth' (development only)."),
+           "or 'noauth' (development only).",
+           choices=("static", "keystone", "noauth")),
     Option("api", "static_tokens", str, "",
            "For auth_strategy=static: comma-separated NAME:ROLE:TOKEN entries, ROLE one of "
            "admin, reader, agent. Clients send the token as X-Auth-Token."),
@@ -74,7 +121,8 @@ OPTIONS: tuple[Option, ...] = (
            "(single process only)."),
     Option("database", "knowledge_check_interval", float, 1.0,
            "Seconds between checks of the knowledge version; the in-memory view is "
-           "rebuilt only when the version changed."),
+           "rebuilt only when the version changed.",
+           minimum=0),
     Option("database", "knowledge_background_reload", bool, True,
            "Check the version and rebuild the view on a background thread of each worker, "
            "answering from the current view meanwhile (false: the request that finds "
@@ -82,27 +130,34 @@ OPTIONS: tuple[Option, ...] = (
     Option("database", "max_knowledge_age", float, 300.0,
            "Seconds the API keeps answering from its last knowledge view while the "
            "database cannot be read; older than this, the external endpoints answer 503 "
-           "(the callers keep their own order). 0: no limit."),
+           "(the callers keep their own order). 0: no limit.",
+           minimum=0),
     Option("database", "connect_timeout", int, 2,
            "Seconds to wait for a PostgreSQL connection, kept well under the callers' "
-           "5-10 s timeouts."),
+           "5-10 s timeouts.",
+           minimum=1, maximum=60),
     Option("scheduler", "request_time_budget", float, 2.0,
            "Seconds one external call may spend in the pipeline; past it the call "
-           "answers 503 so the caller keeps its own order. 0: no budget."),
+           "answers 503 so the caller keeps its own order. 0: no budget.",
+           minimum=0),
     Option("scheduler", "pipelines_file", str, "",
            "Pipeline definitions (YAML). Empty: the pipelines.yaml shipped with Cortex."),
     Option("scheduler", "unknown_host_policy", str, "keep",
            "Hosts the caller names but Cortex has no knowledge of: 'keep' ranks them by "
-           "the caller's weight after the judged hosts, 'drop' removes them."),
+           "the caller's weight after the judged hosts, 'drop' removes them.",
+           choices=("keep", "drop")),
     Option("scheduler", "decision_queue_size", int, 10000,
-           "Decisions waiting to be written; when full, new ones are dropped and counted."),
+           "Decisions waiting to be written; when full, new ones are dropped and counted.",
+           minimum=1),
     Option("scheduler", "decision_retention_days", float, 30.0,
            "Decisions older than this are pruned by 'cortex-manage decisions prune' "
-           "and by the writer once an hour."),
+           "and by the writer once an hour.",
+           minimum=0),
     Option("scheduler", "reservation_ttl", float, 300.0,
            "Seconds an in-flight reservation (what Cortex just promised a Nova call) counts "
            "as used capacity unless the synced knowledge shows its instance sooner; keep "
-           "it above the Nova and Placement sync intervals. 0: no reservations."),
+           "it above the Nova and Placement sync intervals. 0: no reservations.",
+           minimum=0),
     Option("scheduler", "reservation_feed", bool, True,
            "PostgreSQL: each API worker keeps the in-flight reservations in memory, reloaded "
            "when the table announces a change (LISTEN/NOTIFY), instead of reading them on "
@@ -144,42 +199,54 @@ OPTIONS: tuple[Option, ...] = (
            "Cyborg device profiles as JSON, [{name, groups: [{resources:PGPU: 1, "
            "trait:CUSTOM_GPU_PRODUCT_ID_2330: required}]}], to resolve a flavor's "
            "accel:device_profile."),
-    Option("sync", "interval", float, 60.0, "Default seconds between syncs of one source."),
+    Option("sync", "interval", float, 60.0, "Default seconds between syncs of one source.",
+           minimum=1),
     Option("sync", "sources", str, "",
            "Comma-separated sources cortex-sync runs, from nova, placement, cinder, manila, "
            "keystone, prometheus. Empty: the five OpenStack sources, plus prometheus when "
-           "[prometheus] url is set."),
+           "[prometheus] url is set.",
+           choices=SYNC_SOURCES, list_of=True),
     *(Option("sync", f"{name}_interval", float, 0.0,
-             f"Seconds between {name} syncs; 0: [sync] interval.")
+             f"Seconds between {name} syncs; 0: [sync] interval.", minimum=0)
       for name in ("nova", "placement", "cinder", "manila", "keystone", "prometheus")),
     Option("sync", "jitter", float, 0.1,
            "Each wait is the interval times a random factor in [1 - jitter, 1 + jitter], "
-           "so replicas and sources do not hit the APIs in lockstep."),
+           "so replicas and sources do not hit the APIs in lockstep.",
+           minimum=0, maximum=0.9),
     Option("sync", "backoff_initial", float, 5.0,
            "Seconds before the first retry of a failed source; doubled after each "
-           "further failure."),
+           "further failure.",
+           minimum=0.1),
     Option("sync", "backoff_max", float, 600.0,
-           "Longest wait between retries of a failing source."),
-    Option("sync", "batch_size", int, 1000, "Rows per INSERT ... ON CONFLICT statement."),
+           "Longest wait between retries of a failing source.",
+           minimum=1),
+    Option("sync", "batch_size", int, 1000, "Rows per INSERT ... ON CONFLICT statement.",
+           minimum=1, maximum=10000),
     Option("sync", "concurrency", int, 8,
-           "Parallel per-provider Placement requests (inventories, usages, traits, aggregates)."),
+           "Parallel per-provider Placement requests (inventories, usages, traits, aggregates).",
+           minimum=1, maximum=64),
     Option("sync", "metrics_host", str, "127.0.0.1", "Address of cortex-sync's /metrics server."),
-    Option("sync", "metrics_port", int, 9322, "Port of cortex-sync's /metrics server; 0: none."),
+    Option("sync", "metrics_port", int, 9322, "Port of cortex-sync's /metrics server; 0: none.",
+           minimum=0, maximum=65535),
     Option("prometheus", "url", str, "", "Prometheus HTTP API base URL for live load."),
     Option("prometheus", "queries_file", str, "",
            "PromQL queries mapped to host features (YAML). Empty: the "
            "prometheus-queries.yaml shipped with Cortex (DCGM, node_exporter, libvirt)."),
-    Option("prometheus", "timeout", float, 30.0, "Seconds to wait for one Prometheus query."),
+    Option("prometheus", "timeout", float, 30.0, "Seconds to wait for one Prometheus query.",
+           minimum=0.1),
     Option("prometheus", "retention_hours", float, 24.0,
-           "Range-query samples older than this are deleted by each prometheus sync."),
+           "Range-query samples older than this are deleted by each prometheus sync.",
+           minimum=0.01),
     Option("prometheus", "staleness_seconds", float, 300.0,
-           "A series whose newest sample is older than this is ignored by the host features."),
+           "A series whose newest sample is older than this is ignored by the host features.",
+           minimum=1),
     Option("openstack", "cloud", str, "",
            "Cloud name in clouds.yaml (openstacksdk). Empty: the OS_* environment "
            "variables, or the credentials below when auth_url is set."),
     Option("openstack", "region_name", str, "", "Region to sync."),
     Option("openstack", "interface", str, "", "Endpoint interface: public, internal, admin. "
-           "Empty: openstacksdk's default."),
+           "Empty: openstacksdk's default.",
+           choices=("", "public", "internal", "admin")),
     Option("openstack", "auth_url", str, "",
            "Keystone v3 URL for password authentication (instead of clouds.yaml / OS_*)."),
     Option("openstack", "username", str, "", "User for password authentication."),
@@ -189,6 +256,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("openstack", "project_domain_name", str, "Default", "Domain of the project."),
     Option("openstack", "cacert", str, "", "CA bundle to verify the endpoints with."),
 )
+
+
+_DECLARED: dict[tuple[str, str], Option] = {(o.section, o.name): o for o in OPTIONS}
 
 
 def shipped_file(name: str) -> Path:
@@ -206,7 +276,10 @@ def shipped_file(name: str) -> Path:
 
 
 def _parse(option: Option, raw: str) -> Any:
-    """Turn the text of ``option`` into its type; raise ConfigError naming the option."""
+    """Turn the text of ``option`` into its type and check its constraints.
+
+    Raises ConfigError naming the section, the option, the value and what is allowed.
+    """
     try:
         if option.type is bool:
             lowered = raw.strip().lower()
@@ -215,11 +288,12 @@ def _parse(option: Option, raw: str) -> Any:
             if lowered in ("0", "false", "no", "off"):
                 return False
             raise ValueError(raw)
-        return option.type(raw.strip())
+        value = option.type(raw.strip())
     except ValueError:
         raise ConfigError(
             f"[{option.section}] {option.name}: {raw!r} is not a valid "
             f"{option.type.__name__}") from None
+    return option.check(value)
 
 
 class Config:
@@ -251,13 +325,13 @@ class Config:
         return self.get("database", "connection") or self._default_database_url
 
     def with_overrides(self, overrides: dict[str, Any]) -> Config:
-        """A copy with ``{"section.name": value}`` replaced (typed values)."""
+        """A copy with ``{"section.name": value}`` replaced (typed values, checked)."""
         values = dict(self._values)
         for key, value in overrides.items():
             section, name = key.split(".", 1)
             if (section, name) not in values:
                 raise ConfigError(f"unknown option [{section}] {name}")
-            values[(section, name)] = value
+            values[(section, name)] = _DECLARED[(section, name)].check(value)
         return Config(values, self.source, self._default_database_url, self._passthrough)
 
 
@@ -275,7 +349,7 @@ def load(path: str | None = None, environ: dict[str, str] | None = None,
         if not Path(path).is_file():
             raise ConfigError(f"config file {path} does not exist")
         parser.read(path)
-    known = {(o.section, o.name): o for o in OPTIONS}
+    known = _DECLARED
     _reject_unknown(parser, known)
     values: dict[tuple[str, str], Any] = {}
     for key, option in known.items():
@@ -316,5 +390,5 @@ def sample() -> str:
             section = option.section
             lines += ["", f"[{section}]"]
         default = str(option.default).lower() if option.type is bool else option.default
-        lines += ["", f"# {option.help} ({option.type.__name__})", f"#{option.name} = {default}"]
+        lines += ["", f"# {option.help} ({option.allowed()})", f"#{option.name} = {default}"]
     return "\n".join(lines) + "\n"

@@ -78,3 +78,93 @@ def test_the_network_query_is_off_by_default():
     from cortex.sync.sources.prometheus_network import NetworkQuery
 
     assert NetworkQuery.from_conf(conf.load(environ={})) is None
+
+
+def _sample_values() -> dict[tuple[str, str], str]:
+    """``(section, name) -> text`` of every ``#name = value`` line of the shipped sample."""
+    values, section = {}, None
+    for line in (REPO / "etc" / "cortex" / "cortex.conf.sample").read_text().splitlines():
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+        elif line.startswith("#") and " = " in line and not line.startswith("# "):
+            name, _, value = line[1:].partition(" = ")
+            values[(section, name)] = value
+    return values
+
+
+@pytest.mark.parametrize("option", conf.OPTIONS, ids=lambda o: f"{o.section}.{o.name}")
+def test_every_option_of_the_sample_loads_as_its_default(tmp_path, option):
+    text = _sample_values()[(option.section, option.name)]
+    path = tmp_path / "cortex.conf"
+    path.write_text(f"[{option.section}]\n{option.name} = {text}\n")
+    assert conf.load(str(path), environ={}).get(option.section, option.name) == option.default
+
+
+def _outside(option) -> list[str]:
+    """Texts of values just outside ``option``'s allowed set (none for a free option)."""
+    if option.choices is not None:
+        return ["dorp", f"{option.choices[-1]}x"]
+    texts = []
+    step = 1 if option.type is int else 0.001
+    if option.minimum is not None:
+        texts.append(str(option.type(option.minimum - step)))
+    if option.maximum is not None:
+        texts.append(str(option.type(option.maximum + step)))
+    if option.type is float:
+        texts += ["nan"] if texts else []
+    return texts
+
+
+CONSTRAINED = [o for o in conf.OPTIONS if _outside(o)]
+
+
+@pytest.mark.parametrize("option", CONSTRAINED, ids=lambda o: f"{o.section}.{o.name}")
+def test_values_outside_an_option_are_refused_at_load_in_one_line(tmp_path, option):
+    for text in _outside(option):
+        path = tmp_path / "cortex.conf"
+        path.write_text(f"[{option.section}]\n{option.name} = {text}\n")
+        with pytest.raises(conf.ConfigError) as info:
+            conf.load(str(path), environ={})
+        message = str(info.value)
+        assert "\n" not in message
+        assert message.startswith(f"[{option.section}] {option.name}: ")
+        assert text.rstrip("x") in message or "nan" in message
+        assert f"expected {option.allowed()}" in message
+        env = f"CORTEX_{option.section.upper()}_{option.name.upper()}"
+        with pytest.raises(conf.ConfigError):
+            conf.load(environ={env: text})
+
+
+@pytest.mark.parametrize("option", [o for o in conf.OPTIONS if o.choices],
+                         ids=lambda o: f"{o.section}.{o.name}")
+def test_every_choice_is_accepted(option):
+    env = f"CORTEX_{option.section.upper()}_{option.name.upper()}"
+    for choice in option.choices:
+        assert conf.load(environ={env: choice}).get(option.section, option.name) == choice
+
+
+def test_the_constraints_cover_the_options_with_fixed_values():
+    constrained = {(o.section, o.name) for o in CONSTRAINED}
+    assert {("scheduler", "unknown_host_policy"), ("api", "auth_strategy"),
+            ("DEFAULT", "log_format"), ("sync", "sources"), ("api", "port"),
+            ("database", "connect_timeout"), ("sync", "jitter")} <= constrained
+    # every number that is not free text has a lower bound: no negative interval slips in
+    numbers = [o for o in conf.OPTIONS if o.type in (int, float)]
+    assert [f"{o.section}.{o.name}" for o in numbers if o.minimum is None] == []
+
+
+def test_overrides_are_checked_too():
+    with pytest.raises(conf.ConfigError, match="unknown_host_policy: 'dorp' is not allowed"):
+        conf.load(environ={}).with_overrides({"scheduler.unknown_host_policy": "dorp"})
+
+
+def test_config_check_refuses_a_misspelled_value_in_one_line(tmp_path, capsys):
+    from cortex.cmd.manage import main
+
+    path = tmp_path / "cortex.conf"
+    path.write_text("[scheduler]\nunknown_host_policy = dorp\n")
+    assert main(["--config-file", str(path), "config", "check"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err]
+    assert "[scheduler] unknown_host_policy: 'dorp' is not allowed; expected one of keep, drop" \
+        in err
