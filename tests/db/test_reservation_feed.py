@@ -1,7 +1,7 @@
 """The API workers' in-memory reservations: fresh on NOTIFY, the table when not listening."""
 
+import logging
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 
@@ -14,23 +14,23 @@ from cortex.knowledge import reservation_store
 from cortex.knowledge.reservation_feed import APPLICATION_NAME, TRIGGER
 from cortex.knowledge.reservation_store import ReservationStore
 from cortex.knowledge.reservations import Reservation
+from tests.waiting import DEADLINE, eventually
 
-NOW = datetime.now(UTC)
+#: How long the rows of these tests live. The feed loads and sweeps by the real clock,
+#: so they must outlive the test by far; the times come from the ``now`` fixture, read
+#: when the test starts, never at import (a file that starts late would find its rows
+#: expired, and the feed would drop them).
+TTL = timedelta(hours=1)
 
 
-def reservation(rid, host="h1", instance_uuid=None):
+@pytest.fixture
+def now():
+    return datetime.now(UTC)
+
+
+def reservation(rid, now, host="h1", instance_uuid=None):
     return Reservation(rid, host, instance_uuid, None, MappingProxyType({"VCPU": 2}), (),
-                       NOW, NOW + timedelta(seconds=300))
-
-
-def eventually(predicate, timeout=10.0):
-    """Whether ``predicate()`` became true within ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
+                       now, now + TTL)
 
 
 @pytest.fixture
@@ -41,12 +41,12 @@ def postgres(engine):
 
 
 @pytest.fixture
-def feeding(postgres):
+def feeding(postgres, now):
     """A store with the feed, live; the table emptied before and after."""
     with postgres.begin() as connection:
         connection.execute(delete(models.InflightReservation))
     store = ReservationStore(postgres, feed=True)
-    store.active(NOW)  # starts the listener
+    store.active(now)  # starts the listener
     assert eventually(lambda: store._feed.current() is not None), "the feed never went live"
     assert store.refresh()
     yield store
@@ -79,59 +79,81 @@ def write(engine, statement):
         connection.execute(statement)
 
 
-def row(rid, host="h9"):
+def row(rid, now, host="h9"):
     return {"id": rid, "host": host, "instance_uuid": None, "group_id": None,
-            "resources": {"VCPU": 1}, "gpus": [], "created_at": NOW,
-            "expires_at": NOW + timedelta(seconds=300)}
+            "resources": {"VCPU": 1}, "gpus": [], "created_at": now, "expires_at": now + TTL}
 
 
-def test_a_change_from_outside_reaches_the_feed_without_reads_per_call(feeding, postgres):
+def test_a_change_from_outside_reaches_the_feed_without_reads_per_call(feeding, postgres, now):
     reads = table_reads(feeding)
-    write(postgres, insert(models.InflightReservation).values(row("from-sql")))
-    assert eventually(lambda: [r.id for r in feeding.active(NOW)] == ["from-sql"])
+    write(postgres, insert(models.InflightReservation).values(row("from-sql", now)))
+    assert eventually(lambda: [r.id for r in feeding.active(now)] == ["from-sql"])
     write(postgres, text("UPDATE inflight_reservations SET host = 'h8'"))
-    assert eventually(lambda: [r.host for r in feeding.active(NOW)] == ["h8"])
+    assert eventually(lambda: [r.host for r in feeding.active(now)] == ["h8"])
     write(postgres, delete(models.InflightReservation))
-    assert eventually(lambda: list(feeding.active(NOW)) == [])
+    assert eventually(lambda: list(feeding.active(now)) == [])
     assert reads == []  # every answer came from memory
 
 
-def test_own_promises_count_at_once(feeding):
-    made = feeding.promise("h1", NOW, lambda _: reservation("mine", instance_uuid="i1"))
-    assert list(feeding.active(NOW)) == [made]
-    again = feeding.promise("h2", NOW, lambda _: reservation("again", "h2", instance_uuid="i1"))
-    assert list(feeding.active(NOW)) == [again]  # the same instance: replaced, as in the table
+def test_own_promises_count_at_once(feeding, now):
+    made = feeding.promise("h1", now, lambda _: reservation("mine", now, instance_uuid="i1"))
+    assert list(feeding.active(now)) == [made]
+    # The first promise's own NOTIFY applied before the second: applied after it, it
+    # would briefly put "mine" back in place of "again" (a later change of the same
+    # instance); what this test checks is the count before any NOTIFY came back.
+    assert feeding.refresh()
+    again = feeding.promise("h2", now, lambda _: reservation("again", now, "h2",
+                                                             instance_uuid="i1"))
+    assert list(feeding.active(now)) == [again]  # the same instance: replaced, as in the table
 
 
-def test_without_its_connection_the_feed_hands_over_to_the_table(feeding, postgres):
-    write(postgres, text(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-        f"WHERE application_name = '{APPLICATION_NAME}' AND datname = current_database()"))
-    assert eventually(lambda: feeding._feed.current() is None, 5), "still live"
-    assert listening_gauge(feeding) == 0
-    reads = table_reads(feeding)
-    write(postgres, insert(models.InflightReservation).values(row("while-down")))
-    assert [r.id for r in feeding.active(NOW)] == ["while-down"]
-    assert len(reads) == 1  # read from the table (the feed retries after a second)
+def test_without_its_connection_the_feed_hands_over_to_the_table(feeding, postgres, now,
+                                                                monkeypatch):
+    # The feed retries a second after losing its connection; held here at its reload
+    # until the test has seen the table read, however long the test takes to get there.
+    back = threading.Event()
+    load = feeding._feed._load
+    monkeypatch.setattr(feeding._feed, "_load", lambda: (back.wait(DEADLINE), load())[1])
+    try:
+        write(postgres, text(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE application_name = '{APPLICATION_NAME}' AND datname = current_database()"))
+        assert eventually(lambda: feeding._feed.current() is None), "still live"
+        assert listening_gauge(feeding) == 0
+        reads = table_reads(feeding)
+        write(postgres, insert(models.InflightReservation).values(row("while-down", now)))
+        assert [r.id for r in feeding.active(now)] == ["while-down"]
+        assert len(reads) == 1  # read from the table
+    finally:
+        back.set()
     assert eventually(lambda: feeding._feed.current() is not None), "the feed did not come back"
     assert feeding.refresh() and [r.id for r in feeding._feed.current()] == ["while-down"]
     assert listening_gauge(feeding) == 1
 
 
-def test_a_database_without_the_trigger_is_read_on_every_call(postgres, monkeypatch):
+def test_a_database_without_the_trigger_is_read_on_every_call(postgres, monkeypatch, caplog,
+                                                              now):
     monkeypatch.setattr("cortex.knowledge.reservation_feed._TRIGGER",
                         "SELECT 1 WHERE false")  # as if migration 0007 had not run
+    url = postgres.url.render_as_string(hide_password=False)
+    reservation_store._feed(url, 3).stop()  # the other tests' feed: a new one for this test
     reservation_store._feed.cache_clear()
+    caplog.set_level(logging.WARNING, "cortex.knowledge.reservation_feed")
     try:
         store = ReservationStore(postgres, feed=True)
-        store.active(NOW)
-        time.sleep(0.5)
+        store.active(now)
+
+        def looked_for_the_trigger():
+            return any("no trigger" in r.getMessage() and r.thread == store._feed._thread.ident
+                       for r in caplog.records)
+
+        assert eventually(looked_for_the_trigger), "the feed never looked for the trigger"
         assert store._feed.current() is None and listening_gauge(store) == 0
         reads = table_reads(store)
-        store.active(NOW)
+        store.active(now)
         assert len(reads) == 1
     finally:
-        reservation_store._feed(postgres.url.render_as_string(hide_password=False), 3).stop()
+        reservation_store._feed(url, 3).stop()
         reservation_store._feed.cache_clear()
 
 
@@ -143,22 +165,22 @@ def test_the_trigger_exists_after_the_migrations(postgres):
 
 
 def test_an_own_promise_announced_and_replaced_meanwhile_is_not_added_back(feeding,
-                                                                          postgres):
+                                                                          postgres, now):
     """add() comes after the commit; by then the stream may have moved past it."""
-    first = reservation("first", instance_uuid="i7")
+    first = reservation("first", now, instance_uuid="i7")
     write(postgres, insert(models.InflightReservation).values(
-        row("first") | {"instance_uuid": "i7"}))
+        row("first", now) | {"instance_uuid": "i7"}))
     write(postgres, delete(models.InflightReservation))
     assert feeding.refresh()
     feeding._feed.add(first)  # late: its insert and its delete were already applied
-    assert list(feeding.active(NOW)) == []
+    assert list(feeding.active(now)) == []
 
 
-def test_a_truncate_reloads(feeding, postgres):
-    write(postgres, insert(models.InflightReservation).values(row("kept")))
-    assert feeding.refresh() and [r.id for r in feeding.active(NOW)] == ["kept"]
+def test_a_truncate_reloads(feeding, postgres, now):
+    write(postgres, insert(models.InflightReservation).values(row("kept", now)))
+    assert feeding.refresh() and [r.id for r in feeding.active(now)] == ["kept"]
     write(postgres, text("TRUNCATE inflight_reservations"))
-    assert feeding.refresh() and list(feeding.active(NOW)) == []
+    assert feeding.refresh() and list(feeding.active(now)) == []
 
 
 def test_without_a_feed_there_is_no_gauge(engine):
