@@ -85,8 +85,11 @@ def keystone():
 ])
 def test_keystone_tokens(engine, keystone, token, status, tmp_path):
     path = tmp_path / "cortex.conf"
+    # reservations off, as in make_conf: the Nova call below would otherwise leave one
+    # in the session database for the tests after this one (300 s, the default TTL)
     path.write_text("[api]\nauth_strategy = keystone\n[keystone_authtoken]\n"
-                    "www_authenticate_uri = http://127.0.0.1:5000/v3\n")
+                    "www_authenticate_uri = http://127.0.0.1:5000/v3\n"
+                    "[scheduler]\nreservation_ttl = 0\n")
     app = create_app(conf.load(str(path), environ={}), engine=engine)
     client = app.test_client()
     headers = {"X-Auth-Token": token} if token else {}

@@ -15,7 +15,9 @@ from cortex.knowledge.reservation_store import ReservationStore
 from cortex.knowledge.reservations import Reservation, with_reservations
 from tests.fakes import host, instance, inventory, view
 
-NOW = datetime.now(UTC)
+#: Every time here reaches the code under test as an argument, and nothing compares it
+#: with the real clock: a fixed instant, the same whenever (and however late) a test runs.
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def reservation(rid, host_name="h1", instance_uuid=None, vcpus=4, ttl=300, group=None):
@@ -25,6 +27,13 @@ def reservation(rid, host_name="h1", instance_uuid=None, vcpus=4, ttl=300, group
 
 @pytest.fixture
 def store(engine):
+    """The session database's store, the table emptied before and after.
+
+    Before too: an app of another test, built from a configuration file (the default
+    TTL), may have promised room in the session database.
+    """
+    with engine.begin() as connection:
+        connection.execute(delete(models.InflightReservation))
     yield ReservationStore(engine)
     with engine.begin() as connection:
         connection.execute(delete(models.InflightReservation))

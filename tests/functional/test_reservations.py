@@ -20,7 +20,13 @@ FLAVOR = {"vcpus": 2, "memory_mb": 3072, "root_gb": 40}
 
 @pytest.fixture
 def reserving_gunicorn(engine, database_url, tmp_path):
-    """gunicorn (2 workers) with in-flight reservations on; the reservations removed after."""
+    """gunicorn (2 workers) with in-flight reservations on; no reservations before or after.
+
+    Before too: an app of another test, built from a configuration file (the default
+    TTL), may have promised room on HOST in the session database.
+    """
+    with engine.begin() as connection:
+        connection.execute(delete(models.InflightReservation))
     port = free_port()
     process, log = start_gunicorn(port, database_url, tmp_path,
                                   CORTEX_SCHEDULER_RESERVATION_TTL="600")
