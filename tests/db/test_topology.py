@@ -4,7 +4,7 @@ import copy
 from datetime import datetime
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 
 from cortex import conf
 from cortex.api.app import create_app
@@ -55,6 +55,8 @@ def post(client, host, report, **headers):
 def test_round_trip_through_api_database_and_view(tmp_path, topology_client, topology_engine,
                                                   name):
     report = agent_report(name, tmp_path)
+    with topology_engine.begin() as connection:  # the same report, posted by another test
+        connection.execute(delete(models.HostTopology).where(models.HostTopology.host == name))
     before = read_version(topology_engine)
     response = post(topology_client, name, report, **{"X-Auth-Token": "agent-token"})
     assert response.status_code == 200, response.get_data(as_text=True)
@@ -73,7 +75,9 @@ def test_round_trip_through_api_database_and_view(tmp_path, topology_client, top
 
 
 def test_a_repeated_report_does_not_move_the_knowledge_version(
-        l40s_report, topology_client, topology_engine):
+        l40s_report, topology_client, topology_engine, tmp_path):
+    other = next(n for n in layout_names() if n != "l40s-4gpu-pcie")  # to be left alone
+    assert post(topology_client, other, agent_report(other, tmp_path)).status_code == 200
     assert post(topology_client, "l40s-4gpu-pcie", l40s_report).status_code == 200
     first = load_view(topology_engine)
     again = dict(l40s_report, collected_at="2026-11-21T12:01:00Z", guests=0)
