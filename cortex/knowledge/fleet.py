@@ -53,6 +53,7 @@ from sqlalchemy import Connection, delete, func, insert, update
 
 from cortex.cpuset import format_cpuset, parse_cpuset
 from cortex.db import models
+from cortex.documents import load_yaml
 
 _INVENTORY = {
     "type": "object",
@@ -150,7 +151,7 @@ class FleetError(ValueError):
 def read_fleet(path: str | Path) -> dict[str, Any]:
     """Parse and validate a fleet file (YAML is a superset of JSON); raise FleetError."""
     try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
+        data = load_yaml(path) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise FleetError(f"{path}: {exc}") from None
     error = jsonschema.exceptions.best_match(

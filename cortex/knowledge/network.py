@@ -32,6 +32,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from cortex.documents import load_yaml
+
 SOURCE_AGGREGATE = "aggregate"
 SOURCE_FILE = "file"
 SOURCE_PROMETHEUS = "prometheus"  # the prometheus sync source's name, which stores the rows
@@ -162,7 +164,7 @@ def parse_topology(document: Any, where: str = "topology") -> dict[str, Any]:
 def read_topology_file(path: str | Path) -> dict[str, Any]:
     """:func:`parse_topology` of a YAML (or JSON) file; NetworkTopologyError when unusable."""
     try:
-        document = yaml.safe_load(Path(path).read_text())
+        document = load_yaml(path)
     except (OSError, yaml.YAMLError) as exc:
         raise NetworkTopologyError(f"{path}: {exc}") from None
     return parse_topology(document, str(path))

@@ -33,6 +33,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from cortex.documents import load_yaml
 from cortex.plugins.base import OptionsError, Plugin, build_options
 from cortex.plugins.registry import PluginError, load_all, lookup
 
@@ -129,7 +130,7 @@ class PipelineSet:
 def load_pipelines(path: str | Path) -> PipelineSet:
     """Read, validate and instantiate ``path``; raise PipelineConfigError on any problem."""
     try:
-        raw = yaml.safe_load(Path(path).read_text())
+        raw = load_yaml(path)
     except (OSError, yaml.YAMLError) as exc:
         raise PipelineConfigError(f"{path}: {exc}") from None
     return build_pipelines(raw, source=str(path))

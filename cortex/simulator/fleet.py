@@ -22,6 +22,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from cortex.documents import load_yaml
 from cortex.knowledge.network import NetworkTopologyError, read_topology_file
 from cortex.simulator.boards import NVLINK_KINDS
 
@@ -132,7 +133,7 @@ def _validate(data: Any, schema: Mapping[str, Any], where: str) -> None:
 def _load_yaml(path: Path) -> Any:
     """Parse a YAML (or JSON) file; SimulationError when unreadable."""
     try:
-        return yaml.safe_load(path.read_text())
+        return load_yaml(path)
     except (OSError, yaml.YAMLError) as exc:
         raise SimulationError(f"{path}: {exc}") from None
 

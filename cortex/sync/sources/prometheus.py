@@ -45,6 +45,7 @@ from sqlalchemy import delete, func, select
 
 from cortex.conf import Config, ConfigError, shipped_file
 from cortex.db import models
+from cortex.documents import load_yaml
 from cortex.sync import derive
 from cortex.sync.openstack import SourceError
 from cortex.sync.snapshot import TableCounts, append_rows
@@ -99,7 +100,7 @@ class Query:
 def load_queries(path: str | Path) -> list[Query]:
     """Read and validate a queries file; ConfigError naming the file and the bad field."""
     try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
+        data = load_yaml(path) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
     error = jsonschema.exceptions.best_match(
