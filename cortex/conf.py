@@ -95,7 +95,7 @@ OPTIONS: tuple[Option, ...] = (
            minimum=1, maximum=65535),
     Option("api", "max_body_bytes", int, 8 * 1024 * 1024,
            "Largest accepted request body in bytes; larger bodies get 413.",
-           minimum=1024),
+           minimum=1),
     Option("api", "auth_strategy", str, "static",
            "Authentication of everything but the external scheduler endpoints (decisions, "
            "topology reports, the dashboard): 'static' (tokens below), 'keystone' "
