@@ -103,7 +103,9 @@ def openapi_document():
 def metrics():
     """``GET /metrics``: Prometheus text exposition (every gunicorn worker's, see metrics.py)."""
     exposition = current_app.extensions["cortex"].metrics.exposition()
-    return Response(exposition, mimetype=CONTENT_TYPE_LATEST)
+    # content_type, not mimetype: CONTENT_TYPE_LATEST carries its charset already, and
+    # werkzeug appends another one to a text/* mimetype.
+    return Response(exposition, content_type=CONTENT_TYPE_LATEST)
 
 
 def list_decisions():
