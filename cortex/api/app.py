@@ -182,6 +182,7 @@ def create_app(conf: Config, engine: Engine | None = None,
     app = Flask("cortex", template_folder="api/templates", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = conf.get("api", "max_body_bytes")
     app.json.sort_keys = False
+    app.add_template_filter(ui.quantity)
     engine = engine or make_engine(conf.database_url,
                                    connect_timeout=conf.get("database", "connect_timeout"))
     pipelines = pipelines or load_pipelines(

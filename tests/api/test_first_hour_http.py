@@ -1,6 +1,15 @@
 """What a newcomer meets in the first hour: error pages, units, /metrics, startup warnings."""
 
+import dataclasses
+import html
+import re
+from types import MappingProxyType
+
+import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
+
+from cortex.api.ui import quantity
+from tests.fake_topology import hgx, topology_host
 
 
 def test_metrics_content_type_has_one_charset(client):
@@ -8,3 +17,52 @@ def test_metrics_content_type_has_one_charset(client):
     assert response.status_code == 200
     assert response.headers["Content-Type"] == CONTENT_TYPE_LATEST
     assert response.headers["Content-Type"].count("charset") == 1
+
+
+@pytest.mark.parametrize("value, resource_class, shown", [
+    (2031616, "MEMORY_MB", "1.94 TiB"),
+    (524288, "MEMORY_MB", "512 GiB"),
+    (15872, "MEMORY_MB", "15.5 GiB"),
+    (1024, "MEMORY_MB", "1 GiB"),
+    (512, "MEMORY_MB", "512 MiB"),
+    (0, "MEMORY_MB", "0 MiB"),
+    (-2048, "MEMORY_MB", "-2 GiB"),
+    (3576, "DISK_GB", "3.49 TiB"),
+    (1000, "DISK_GB", "1000 GiB"),
+    (2 ** 20, "DISK_GB", "1 PiB"),
+    (2 ** 21, "DISK_GB", "2 PiB"),
+    (64, "PCPU", "64 CPUs"),
+    (1, "PCPU", "1 CPU"),
+    (256.0, "VCPU", "256 vCPUs"),
+    (1.5, "VCPU", "1.5 vCPUs"),
+    (8, "CUSTOM_PCI_10DE_2330", "8"),
+    (2031616.0, "CUSTOM_THING", "2031616"),
+    (2.5, "", "2.5"),
+])
+def test_quantity_shows_placement_units_for_people(value, resource_class, shown):
+    assert quantity(value, resource_class) == shown
+
+
+def test_host_page_shows_memory_disk_and_cpus_in_human_units(client):
+    response = client.get("/ui/hosts/cmp0008")
+    assert response.status_code == 200
+    text = html.unescape(response.get_data(as_text=True))
+    memory = re.search(r"<td>MEMORY_MB</td>.*?</tr>", text, re.S).group(0)
+    cells = re.findall(r'<td class="num">([^<]*)</td>', memory)
+    assert cells == ["2 TiB", "64 GiB", "1", "1.94 TiB", "1.86 TiB", "84 GiB"]
+    assert 'title="1.86 TiB of 1.94 TiB"' in memory
+    assert "3.49 TiB" in re.search(r"<td>DISK_GB</td>.*?</tr>", text, re.S).group(0)
+    assert "200 CPUs" in re.search(r"<td>PCPU</td>.*?</tr>", text, re.S).group(0)
+    assert not re.search(r"\de[+-]\d", text)  # no 2.03162e+06 anywhere
+    fleet = html.unescape(client.get("/ui").get_data(as_text=True))
+    assert not re.search(r"\de[+-]\d", fleet) and re.search(r'title="[\d.]+ TiB of ', fleet)
+
+
+def test_numa_cells_show_memory_in_human_units(app, client, monkeypatch):
+    cache = app.extensions["cortex"].knowledge
+    view = cache.view()
+    fake = topology_host("cmp-hgx", topology=hgx())
+    monkeypatch.setattr(cache, "_view", dataclasses.replace(
+        view, hosts=MappingProxyType(dict(view.hosts) | {"cmp-hgx": fake})))
+    text = html.unescape(client.get("/ui/hosts/cmp-hgx").get_data(as_text=True))
+    assert "1 TiB, 256 GiB used" in text
