@@ -183,7 +183,7 @@ class NovaRequest:
         request_id, global_request_id, project = context_ids(body)
         is_bfv = bool(spec.get("is_bfv"))
         group = _server_group(unwrap(spec.get("instance_group")))
-        num_instances = int(spec.get("num_instances") or 1)
+        num_instances = max(1, int(spec.get("num_instances") or 1))
         return cls(
             candidates=parse_candidates(body),
             flavor=flavor,
