@@ -5,17 +5,21 @@ of guest cells to distinct host cells (``itertools.permutations``) and keeps the
 where every cell fits (``_numa_fit_instance_cell``) and, when asked, the PCI requests
 fit the chosen cells. A cell fits when:
 
-* memory: with a page size asked for, enough free pages of a size the host has (huge
-  pages exact: memory a multiple of the page size); else on the smallest page size,
-  counting free pages for pinned guests and all pages otherwise (no overcommit against
-  the cell itself);
+* memory: with a page size asked for (KiB, or small -1, large -2, any -3), enough free
+  pages of an allowed size the host has (``_numa_cell_supports_pagesize_request``; the
+  page pool alone decides, not the cell's memory minus its usage); else, where the cell
+  reports pages, on the smallest page size, counting free pages for pinned guests and
+  all pages otherwise; only a cell without pages compares MiB: pinned guests against
+  ``memory - memory_usage``, others against ``memory`` (no overcommit against the cell
+  itself);
 * pinned (dedicated/mixed) guests: their pinned CPUs (plus one for isolated emulator
-  threads on guest cell 0) fit the cell's dedicated CPUs and its free ones, memory fits
-  what guests left, and the thread policy packs (``_pack_instance_onto_cores``):
-  ``require`` needs cores with free siblings, ``isolate`` whole free cores (and, on an
-  SMT host configured with ``cpu_dedicated_set``, never fits: Nova bug 1889633);
-* shared guests: their vCPUs fit the cell's shared CPUs, and usage stays within
-  ``cpu_allocation_ratio`` x shared CPUs and ``ram_allocation_ratio`` x memory.
+  threads on guest cell 0) fit the cell's dedicated CPUs and its free ones, and the
+  thread policy packs (``_pack_instance_onto_cores``): ``require`` needs cores with free
+  siblings, ``isolate`` whole free cores (and, on an SMT host configured with
+  ``cpu_dedicated_set``, never fits: Nova bug 1889633);
+* shared and mixed guests: their shared vCPUs fit the cell's shared CPUs, and usage stays
+  within ``cpu_allocation_ratio`` x shared CPUs and ``ram_allocation_ratio`` x memory
+  (a mixed guest passes both the pinned and the shared checks).
 """
 
 from __future__ import annotations
@@ -48,9 +52,9 @@ def cell_refusal(cell: NumaCell, guest: Any, cpu_ratio: float, ram_ratio: float,
     if pinned:
         if needed > cell.avail_pcpus:
             return f"{needed} pinned CPUs > {cell.avail_pcpus} free dedicated CPUs"
-        if guest.memory > cell.avail_memory:
-            return f"{guest.memory} MiB > {cell.avail_memory} MiB free for a pinned guest"
-        return _packing_refusal(cell, guest, reserved)
+        reason = _packing_refusal(cell, guest, reserved)
+        if reason or guest.cpu_policy == "dedicated":
+            return reason
     usage = cell.cpu_usage + len(guest.cpuset)
     if usage > len(cell.cpuset) * cpu_ratio:
         return (f"shared vCPUs {usage} > {len(cell.cpuset)} x cpu_allocation_ratio "
@@ -75,6 +79,8 @@ def _memory_refusal(cell: NumaCell, guest: Any) -> str | None:
             return (f"{guest.memory} MiB > {pages * smallest.size_kb // 1024} MiB in "
                     f"{kind}{smallest.size_kb} KiB pages")
         return None
+    if guest.cpu_policy in PINNED and guest.memory > cell.avail_memory:
+        return f"{guest.memory} MiB > {cell.avail_memory} MiB free for a pinned guest"
     if guest.memory > cell.memory:
         return f"{guest.memory} MiB > {cell.memory} MiB"
     return None

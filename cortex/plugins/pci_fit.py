@@ -10,8 +10,11 @@ asks for ``type-PF``, then, with guest NUMA cells given, the NUMA affinity polic
 * ``required``: devices on the guest's host cells only;
 * ``legacy`` (default): those, and devices with an unknown NUMA node;
 * ``preferred``: local devices first, any device otherwise;
-* ``socket``: devices on any cell of the sockets the guest's cells are on; every host
-  cell must report its socket, and a device with an unknown node never qualifies.
+* ``socket``: devices on the guest's own host cells when there are enough of them
+  (whatever the sockets report); else devices on any cell of the sockets the guest's
+  cells are on, where every host cell must report its socket, and a device with an
+  unknown node never qualifies (``_filter_pools_for_numa_cells`` tries the stricter
+  set first, then ``_filter_pools_for_socket_affinity``).
 
 The device's NUMA node is ``pci_numa_node`` (sysfs), which is what Nova sees.
 Keys of a spec that concern Placement (``resource_class``, ``traits``,
@@ -58,15 +61,15 @@ def numa_affinity(topology: HostTopology, pools: list[list], policy: str, count:
 
     Preferred entries come first (the ``preferred`` policy's order).
     """
+    local = [e for e in pools if e[0].numa_node in cells]
+    if policy == "required" or _count(local) >= count:
+        return local
     if policy == "socket":
         if not topology.sockets_known:
             return []
         sockets = {c.socket for c in topology.cells if c.id in cells}
         allowed = {c.id for c in topology.cells if c.socket in sockets}
         return [e for e in pools if e[0].numa_node in allowed]
-    local = [e for e in pools if e[0].numa_node in cells]
-    if policy == "required" or _count(local) >= count:
-        return local
     unknown_ok = [e for e in pools if e[0].numa_node in cells or e[0].numa_node is None]
     if policy == "legacy" or _count(unknown_ok) >= count:
         return unknown_ok
@@ -118,8 +121,12 @@ def vgpu_refusal(topology: HostTopology, requests: Iterable[Any],
 
     A request naming a MIG profile needs free MIG instances of that profile; one without
     a profile takes any free MIG instance, and passes on a time-sliced vGPU host, whose
-    capacity the agent cannot know.
+    capacity the agent cannot know. A host whose report holds no MIG or vGPU data at all
+    (:func:`knows_vgpus`) passes: the caller's hosts already passed Placement's VGPU
+    allocation candidates, and only what the knowledge positively rules out is refused.
     """
+    if not knows_vgpus(topology):
+        return None
     free: dict[str, int] = {}
     for gpu in topology.gpus:
         if healthy_only and not gpu.healthy:
@@ -141,3 +148,13 @@ def vgpu_refusal(topology: HostTopology, requests: Iterable[Any],
             free[profile] = free.get(profile, 0) - used
             needed -= used
     return None
+
+
+def knows_vgpus(topology: HostTopology) -> bool:
+    """Whether the report says anything about vGPUs: a MIG-mode GPU or a vGPU host driver.
+
+    False for a host that reports no such GPU, where Cortex's knowledge of its vGPU
+    capacity is missing (Nova models vGPUs in Placement only, never in its filters).
+    """
+    return any(g.mig_mode == "enabled" or g.mig_instances
+               or g.virtualization_mode in ("host_vgpu", "vgpu") for g in topology.gpus)

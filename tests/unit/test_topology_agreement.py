@@ -67,9 +67,16 @@ CASES = [
        request(specs=SOCKET_GUEST, pci=[(1, "socket", None)]),
        "filter_pci_numa_affinity" if (a, b) == (2, 3) else None)
       for a, b in ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))],
-    ("socket-needs-every-cell-to-report-a-socket",
+    # nova/pci/stats.py _filter_pools_for_numa_cells: devices on the guest's own cells
+    # first, whatever the sockets say; the socket rule only when they are too few
+    ("socket-null-socket-local-devices-suffice",
      make_topology([cell(0, socket=None), cell(1, socket=1)], [gpu("0000:3b:00.0", 0)]),
-     request(specs=SOCKET_GUEST, pci=[(1, "socket", None)]), "filter_pci_numa_affinity"),
+     request(specs=SOCKET_GUEST, pci=[(1, "socket", None)]), None),
+    ("socket-null-socket-needs-every-cell-to-report-a-socket",
+     make_topology([cell(0, socket=None, pinned="0-7"), cell(1, socket=0)],
+                   [gpu("0000:3b:00.0", 0)]),
+     request(specs={"hw:numa_nodes": "1", "hw:cpu_policy": "dedicated"},
+             pci=[(1, "socket", None)]), "filter_pci_numa_affinity"),
     ("shared-guest-is-not-stopped-by-pinned-cpus",  # pinning only limits pinned guests
      make_topology([cell(0), cell(1, socket=1, pinned="8-15")], [gpu("0000:3b:00.0", 1)]),
      request(specs={"hw:numa_nodes": "1"}, pci=[(1, "socket", None)]), None),
@@ -192,9 +199,22 @@ CASES = [
     ("memory-never-more-than-the-cell",
      make_topology([cell(0, mode="shared")]),
      request(memory=20000, specs={"hw:numa_nodes": "1"}), "filter_numa_topology"),
-    ("pinned-memory-on-what-guests-left",
-     make_topology([cell(0, memory_usage=10000)]),
+    # _numa_fit_instance_cell: a cell that reports pages is judged on its free small
+    # pages (pinned) or its page pool; memory minus usage only where it reports none
+    ("pinned-memory-on-what-guests-left-without-pages",
+     make_topology([{**cell(0, memory_usage=10000), "mempages": []}]),
      request(memory=8000, specs={"hw:cpu_policy": "dedicated"}), "filter_numa_topology"),
+    ("pinned-memory-on-free-small-pages-not-memory-usage",
+     make_topology([cell(0, memory_usage=10000)]),
+     request(memory=8000, specs={"hw:cpu_policy": "dedicated"}), None),
+    ("pinned-explicit-pages-on-the-page-pool-not-memory-usage",
+     make_topology([cell(0, memory_usage=16000, pages={2048: (4096, 0)})]),
+     request(memory=4096, specs={"hw:cpu_policy": "dedicated", "hw:mem_page_size": "2MB"}),
+     None),
+    ("mixed-guest-shared-vcpus-within-cpu-allocation-ratio",
+     make_topology([cell(0, cpu_usage=31)]),  # 31 + 2 shared > 8 CPUs x ratio 4
+     request(specs={"hw:cpu_policy": "mixed", "hw:cpu_dedicated_mask": "0-1"}),
+     "filter_numa_topology"),
     # --- huge pages: exact, of a size the cell has
     ("1g-pages-free",
      make_topology([cell(0, mode="shared", pages={1048576: (8, 4)})]),

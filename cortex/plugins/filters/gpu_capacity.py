@@ -8,7 +8,9 @@ device demand of the request (:mod:`cortex.request.devices`): passthrough GPUs,
 free MIG instances of the profile its trait names. A GPU in MIG mode or under the vGPU
 host driver is not a passthrough device. Free = not in use by Placement's account, else
 the agent's, else the fleet file's. Hosts without an agent report pass (option
-``unknown_topology: fail``). Runs when the request asks for devices Cortex can resolve;
+``unknown_topology: fail``); so do hosts whose report holds no MIG or vGPU data for a
+``VGPU`` request (Placement already gave them as VGPU allocation candidates; the option
+removes them too). Runs when the request asks for devices Cortex can resolve;
 not on rebuild.
 Invert: none; run it in ``shadow`` mode to only record what it would remove.
 """
@@ -16,8 +18,14 @@ Invert: none; run it in ``shadow`` mode to only record what it would remove.
 from __future__ import annotations
 
 from cortex.plugins.base import Filter
+from cortex.plugins.pci_fit import knows_vgpus
 from cortex.plugins.registry import register
-from cortex.plugins.topology import TopologyOptions, device_refusal, unknown_topology
+from cortex.plugins.topology import (
+    TopologyOptions,
+    device_refusal,
+    unknown_topology,
+    vgpu_requests,
+)
 
 
 @register
@@ -36,4 +44,7 @@ class GpuCapacityFilter(Filter):
         topology = host.topology
         if topology is None:
             return unknown_topology(self.options)
+        if vgpu_requests(request) and not knows_vgpus(topology) and unknown_topology(
+                self.options):
+            return "VGPU requested: no MIG or vGPU data from cortex-agent"
         return device_refusal(topology, request)
