@@ -1,0 +1,141 @@
+"""Differential: Cortex's NUMA and PCI filters against upstream Nova 34.0.0's real filters.
+
+``tests/differential/nova_side.py`` runs in the Nova virtualenv
+(:func:`tests.differential.nova_venv.nova_venv`): it draws hosts and requests from a fixed
+seed, builds each request with Nova's own objects and judges every (host, request) pair
+with Nova's ``NUMATopologyFilter`` and ``PciPassthroughFilter`` over a real ``HostState``.
+Here the same hosts are imported as a fleet whose topology is what cortex-agent would
+report, and every body is POSTed to ``/scheduler/nova/external`` of ``create_app`` with a
+pipeline of the four topology filters. Every pair must agree; the one allowed difference
+is a pair where Nova's answer depends on the order in which it tries host cells (its
+verdict differs from the order-independent truth, see nova_side.truth_verdict) and Cortex
+gives the truth. No body may be refused.
+
+Size: ``CORTEX_DIFFERENTIAL_REQUESTS`` (default 140 requests x 40 candidates, over 5,000
+pairs), ``CORTEX_DIFFERENTIAL_SEED`` (default 1), ``CORTEX_DIFFERENTIAL_HOSTS`` (300).
+The figures go to ``$CORTEX_DIFFERENTIAL_REPORT`` when set (JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cortex import conf
+from cortex.api.app import create_app
+from cortex.db import migrate
+from cortex.db.engine import make_engine
+from cortex.knowledge.fleet import import_fleet
+from tests.differential.nova_venv import NovaUnavailable, nova_venv
+
+HERE = Path(__file__).parent
+SEED = int(os.environ.get("CORTEX_DIFFERENTIAL_SEED", "1"))
+REQUESTS = int(os.environ.get("CORTEX_DIFFERENTIAL_REQUESTS", "140"))
+HOSTS = int(os.environ.get("CORTEX_DIFFERENTIAL_HOSTS", "300"))
+CANDIDATES = 40
+STEPS = ("filter_gpu_capacity", "filter_numa_topology", "filter_pci_numa_affinity")
+PIPELINES = {"defaults": {"nova": "differential"}, "pipelines": {"differential": {
+    "service": "nova", "filters": [{"name": n} for n in STEPS]}}}
+ALIASES = [{"name": "h100", "vendor_id": "10de", "product_id": "2330"},
+           {"name": "a100", "vendor_id": "10de", "product_id": "20b5"},
+           {"name": "l40s", "vendor_id": "10de", "product_id": "26b9",
+            "numa_policy": "required"},
+           {"name": "nic", "vendor_id": "8086", "product_id": "1520", "numa_policy": "socket"},
+           {"name": "pf", "vendor_id": "8086", "product_id": "1572", "device_type": "type-PF",
+            "numa_policy": "preferred"}]
+
+
+def nova_lines(seed: int, requests: int, hosts: int) -> list[dict]:
+    """The Nova side's JSON lines (hosts, then requests with verdicts); fails if it fails."""
+    try:
+        python = nova_venv() / "bin" / "python"
+    except NovaUnavailable as exc:
+        pytest.fail(str(exc))
+    done = subprocess.run([str(python), str(HERE / "nova_side.py"), "--seed", str(seed),
+                           "--requests", str(requests), "--hosts", str(hosts),
+                           "--candidates", str(CANDIDATES)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode:
+        pytest.fail(f"nova_side.py failed: {done.stderr[-3000:]}")
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def fleet_of(hosts: list[dict]) -> dict:
+    """A fleet document: each host with its ratios and the report cortex-agent would send."""
+    return {"hosts": [{
+        "host": h["host"], "uuid": f"00000000-0000-0000-0000-{i:012d}",
+        "hypervisor_type": "QEMU",
+        "inventories": {"VCPU": {"total": 64, "allocation_ratio": h["cpu_allocation_ratio"]},
+                        "MEMORY_MB": {"total": 262144,
+                                      "allocation_ratio": h["ram_allocation_ratio"]}},
+        "topology": {"report": h["report"]}} for i, h in enumerate(hosts)]}
+
+
+@pytest.fixture
+def differential_app(empty_database_url, tmp_path):
+    """``(app, lines)``: an app over a fresh database holding the generated hosts."""
+    lines = nova_lines(SEED, REQUESTS, HOSTS)
+    engine = make_engine(empty_database_url)
+    migrate.upgrade(engine)
+    with engine.begin() as connection:
+        import_fleet(connection, fleet_of([x for x in lines if x["kind"] == "host"]))
+    pipelines = tmp_path / "pipelines.yaml"
+    pipelines.write_text(yaml.safe_dump(PIPELINES))
+    app = create_app(conf.load(environ={}, overrides={
+        "api.auth_strategy": "noauth", "scheduler.reservation_ttl": 0.0,
+        "database.connection": empty_database_url, "database.knowledge_check_interval": 0.0,
+        "scheduler.pipelines_file": str(pipelines), "gpu.pci_alias": json.dumps(ALIASES)}),
+        engine=engine)
+    yield app, lines
+    app.extensions["cortex"].decisions.close()
+    engine.dispose()
+
+
+def compare(client, lines: list[dict]) -> dict:
+    """Post every body; the figures and the disagreeing pairs."""
+    figures = {"seed": SEED, "requests": 0, "pairs": 0, "agree": 0, "order_dependent": 0,
+               "false_accepts": [], "false_rejects": [], "refused_bodies": [],
+               "nova_passes": 0}
+    for line in (x for x in lines if x["kind"] == "request"):
+        figures["requests"] += 1
+        answer = client.post("/scheduler/nova/external", json=line["body"])
+        if answer.status_code != 200:
+            figures["refused_bodies"].append({"id": line["id"], "status": answer.status_code,
+                                              "detail": answer.get_json()})
+            continue
+        kept = set(answer.get_json()["hosts"])
+        for host, nova in line["nova"].items():
+            figures["pairs"] += 1
+            figures["nova_passes"] += nova
+            cortex, truth = host in kept, line["truth"][host]
+            if cortex == nova:
+                figures["agree"] += 1
+            elif nova != truth and cortex == truth:
+                figures["order_dependent"] += 1
+            else:
+                case = {"id": line["id"], "host": host, "specs": line["specs"],
+                        "image": line["image"], "knobs": line["knobs"]}
+                figures["false_accepts" if cortex else "false_rejects"].append(case)
+    return figures
+
+
+def test_cortex_decides_as_nova_on_every_generated_pair(differential_app):
+    """Zero false accepts, zero false rejects, zero refused bodies over >= 5,000 pairs."""
+    app, lines = differential_app
+    figures = compare(app.test_client(), lines)
+    if os.environ.get("CORTEX_DIFFERENTIAL_REPORT"):
+        Path(os.environ["CORTEX_DIFFERENTIAL_REPORT"]).write_text(json.dumps(figures, indent=1))
+    hosts = {x["host"]: x for x in lines if x["kind"] == "host"}
+    wrong = figures["false_accepts"][:3] + figures["false_rejects"][:3]
+    detail = [(w, hosts[w["host"]]["report"]["numa_cells"]) for w in wrong]
+    assert not figures["refused_bodies"], figures["refused_bodies"][:3]
+    assert not figures["false_accepts"] and not figures["false_rejects"], (
+        f"{len(figures['false_accepts'])} false accepts, {len(figures['false_rejects'])} "
+        f"false rejects of {figures['pairs']}; first: {json.dumps(detail)[:6000]}")
+    assert figures["pairs"] >= min(5000, REQUESTS * CANDIDATES - 200), figures["pairs"]
+    assert 0 < figures["nova_passes"] < figures["pairs"], "both verdicts must occur"
