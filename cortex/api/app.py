@@ -154,6 +154,7 @@ ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
     "/v1/scheduler/cinder/simulate": {"POST": (partial(simulate, "cinder"), "reader")},
     "/v1/scheduler/manila/simulate": {"POST": (partial(simulate, "manila"), "reader")},
     "/ui": {"GET": (ui.fleet, "reader")},
+    "/ui/": {"GET": (ui.to_fleet, "public")},
     "/ui/hosts/<host>": {"GET": (ui.host_page, "reader")},
     "/ui/decisions": {"GET": (ui.decisions_page, "reader")},
     "/ui/decisions/<decision_id>": {"GET": (ui.decision_page, "reader")},

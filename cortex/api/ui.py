@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flask import current_app, render_template, request, send_from_directory
+from flask import current_app, redirect, render_template, request, send_from_directory, url_for
 
 from cortex.api.errors import ApiError
 from cortex.knowledge import kpis
@@ -72,6 +72,12 @@ def _decimals(value: float, digits: int) -> str:
     """``value`` with ``digits`` decimals, trailing zeros (and a bare point) dropped."""
     text = f"{value:.{digits}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def to_fleet():
+    """``GET /ui/``: a permanent redirect (308) to ``/ui``, keeping the query string."""
+    query = request.query_string.decode()
+    return redirect(url_for("/ui") + (f"?{query}" if query else ""), 308)
 
 
 def static_file(name: str):

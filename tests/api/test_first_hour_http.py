@@ -9,7 +9,72 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from cortex.api.ui import quantity
+from tests.api.test_contract import assert_error
 from tests.fake_topology import hgx, topology_host
+
+#: What Chromium sends when it navigates to a page.
+BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,*/*;q=0.8"
+
+
+def accept(value):
+    return {"Accept": value} if value is not None else {}
+
+
+def assert_html_error(response, status):
+    assert response.status_code == status, response.get_data(as_text=True)[:300]
+    assert response.mimetype == "text/html"
+    assert "Accept" in response.vary
+    text = html.unescape(response.get_data(as_text=True))
+    assert f"<h1>{status} " in text and 'href="/ui/static/cortex.css"' in text
+    assert response.headers["x-openstack-request-id"] in text
+    return text
+
+
+def test_ui_with_a_slash_redirects_to_ui(client):
+    response = client.get("/ui/", headers=accept(BROWSER))
+    assert response.status_code == 308 and response.headers["Location"] == "/ui"
+    assert client.get("/ui/?q=1").headers["Location"] == "/ui?q=1"
+    assert client.get("/ui/", follow_redirects=True).status_code == 200
+
+
+@pytest.mark.parametrize("path, detail", [
+    ("/ui/hosts/nope", "no host nope in the knowledge view"),
+    ("/ui/decisions/nope", "no decision nope"),
+    ("/ui/nope", "not found"),
+    ("/nope", "not found"),
+    ("/v1/decisions/nope", "no decision nope"),
+])
+def test_a_browser_gets_an_html_404(client, path, detail):
+    text = assert_html_error(client.get(path, headers=accept(BROWSER)), 404)
+    assert detail in text.lower()
+
+
+@pytest.mark.parametrize("value", [None, "application/json", "*/*", "application/json, */*",
+                                   "text/html;q=0.5, application/json"])
+@pytest.mark.parametrize("path", ["/ui/hosts/nope", "/nope", "/v1/decisions/nope"])
+def test_an_api_client_keeps_the_json_404(client, path, value):
+    response = client.get(path, headers=accept(value))
+    error = assert_error(response, 404)
+    assert error["title"] == "Not Found" and "Accept" in response.vary
+
+
+def test_405_is_html_for_a_browser_and_json_for_a_client_with_allow(client):
+    page = client.post("/ui", headers=accept(BROWSER))
+    assert_html_error(page, 405)
+    assert set(page.headers["Allow"].split(", ")) == {"GET", "HEAD"}
+    error = assert_error(client.post("/ui"), 405)
+    assert error["title"] == "Method Not Allowed"
+
+
+@pytest.mark.parametrize("method, path, status", [
+    ("GET", "/scheduler/nova/external", 405),
+    ("POST", "/scheduler/nope/external", 404),
+    ("POST", "/scheduler/cinder/external/more", 404),
+])
+def test_the_external_endpoints_answer_json_whatever_the_accept(client, method, path, status):
+    response = client.open(path, method=method, headers=accept(BROWSER), json={})
+    assert_error(response, status)
+    assert "Accept" not in response.vary
 
 
 def test_metrics_content_type_has_one_charset(client):
