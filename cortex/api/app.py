@@ -221,8 +221,36 @@ def create_app(conf: Config, engine: Engine | None = None,
     app.register_error_handler(Exception, _unexpected)
     if authorizer.strategy == "keystone":
         app.wsgi_app = keystone_middleware(app.wsgi_app, conf)
-    app.extensions["cortex"].knowledge.refresh()  # warm; a failure is retried per request
+    knowledge.refresh()  # warm; a failure is retried per request
+    _warn_at_start(conf, knowledge)
     return app
+
+
+def _warn_at_start(conf: Config, knowledge: KnowledgeCache) -> None:
+    """Log a WARNING for each setup that answers nothing useful yet; never raises.
+
+    An empty knowledge view (no compute hosts, no storage pools), and authentication that no
+    caller can pass: ``static`` without ``[api] static_tokens``, ``keystone`` with an
+    empty ``[keystone_authtoken]``. Uses the view ``refresh`` just loaded: no query of
+    its own; when the database could not be read, refresh has said so already.
+    """
+    try:
+        view = knowledge.current
+        if view is not None and not view.hosts and not any(view.pools.values()):
+            LOG.warning("the knowledge holds no hosts (nothing synced or loaded yet): run "
+                        "'cortex-manage sync --once' to sync from OpenStack, or "
+                        "'cortex-manage load-fleet FILE' to load a fleet file")
+        strategy = conf.get("api", "auth_strategy")
+        if strategy == "static" and not conf.get("api", "static_tokens").strip():
+            LOG.warning("auth_strategy=static and [api] static_tokens is empty: every "
+                        "protected endpoint (decisions, topology, the dashboard) refuses "
+                        "every caller with 401")
+        if strategy == "keystone" and not conf.section("keystone_authtoken"):
+            LOG.warning("auth_strategy=keystone and the [keystone_authtoken] section is "
+                        "empty or missing: keystonemiddleware cannot validate tokens, so "
+                        "every protected endpoint refuses every caller")
+    except Exception:  # a warning must never stop the API from starting
+        LOG.exception("startup checks failed; carrying on")
 
 
 def _device_catalog(conf: Config) -> DeviceCatalog:

@@ -2,13 +2,20 @@
 
 import dataclasses
 import html
+import logging
 import re
 from types import MappingProxyType
 
 import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from cortex import conf
+from cortex.api.app import create_app
 from cortex.api.ui import quantity
+from cortex.db import migrate
+from cortex.db.engine import make_engine
+from cortex.knowledge.cache import KnowledgeCache
+from tests.api.conftest import make_conf
 from tests.api.test_contract import assert_error
 from tests.fake_topology import hgx, topology_host
 
@@ -131,3 +138,75 @@ def test_numa_cells_show_memory_in_human_units(app, client, monkeypatch):
         view, hosts=MappingProxyType(dict(view.hosts) | {"cmp-hgx": fake})))
     text = html.unescape(client.get("/ui/hosts/cmp-hgx").get_data(as_text=True))
     assert "1 TiB, 256 GiB used" in text
+
+
+NO_HOSTS = "the knowledge holds no hosts"
+NO_TOKENS = "static_tokens is empty"
+NO_KEYSTONE = "[keystone_authtoken] section is empty"
+
+
+def start(caplog, conf_, engine):
+    """Create (and close) an app; the startup warnings of cortex.api.app it logged."""
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="cortex.api.app"):
+        app = create_app(conf_, engine=engine)
+    app.extensions["cortex"].decisions.close()
+    return [r.getMessage() for r in caplog.records
+            if r.name == "cortex.api.app" and r.levelno == logging.WARNING]
+
+
+def test_no_warning_for_a_loaded_fleet_with_tokens(caplog, engine):
+    messages = start(caplog, make_conf(**{"api.auth_strategy": "static",
+                                          "api.static_tokens": "ops:reader:r"}), engine)
+    assert messages == []
+
+
+def test_warns_once_when_the_knowledge_holds_no_hosts(caplog, empty_database_url):
+    engine = make_engine(empty_database_url)
+    try:
+        # not migrated yet: the view cannot be read; the app starts all the same
+        unread = start(caplog, make_conf(), engine)
+        assert not any(NO_HOSTS in m for m in unread)
+        migrate.upgrade(engine)
+        messages = start(caplog, make_conf(), engine)
+    finally:
+        engine.dispose()
+    hits = [m for m in messages if NO_HOSTS in m]
+    assert len(hits) == 1
+    assert "cortex-manage sync --once" in hits[0] and "cortex-manage load-fleet" in hits[0]
+
+
+@pytest.mark.parametrize("tokens, warned", [("", True), ("  ", True), ("ops:reader:r", False)])
+def test_warns_when_static_auth_has_no_token(caplog, engine, tokens, warned):
+    messages = start(caplog, make_conf(**{"api.auth_strategy": "static",
+                                          "api.static_tokens": tokens}), engine)
+    assert [m for m in messages if NO_TOKENS in m] == ([messages[0]] if warned else [])
+
+
+def test_noauth_does_not_warn_about_tokens(caplog, engine):
+    assert not any(NO_TOKENS in m for m in start(caplog, make_conf(), engine))
+
+
+@pytest.mark.parametrize("section, warned", [
+    ("", True),
+    ("[keystone_authtoken]\n", True),
+    ("[keystone_authtoken]\nwww_authenticate_uri = http://127.0.0.1:5000/v3\n", False),
+])
+def test_warns_when_keystone_auth_has_no_section(caplog, engine, tmp_path, section, warned):
+    path = tmp_path / "cortex.conf"
+    path.write_text("[api]\nauth_strategy = keystone\n" + section)
+    messages = start(caplog, conf.load(str(path), environ={}), engine)
+    assert any(NO_KEYSTONE in m for m in messages) == warned
+    assert not any(NO_TOKENS in m for m in messages)
+
+
+def test_a_failing_startup_check_never_stops_the_app(caplog, engine, monkeypatch):
+    def broken(self):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(KnowledgeCache, "current", property(broken))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="cortex.api.app"):
+        app = create_app(make_conf(), engine=engine)
+    app.extensions["cortex"].decisions.close()
+    assert any("startup checks failed" in r.getMessage() for r in caplog.records)
