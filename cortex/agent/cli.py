@@ -21,6 +21,8 @@ import urllib.request
 from typing import Any
 
 from cortex.agent.report import build_report
+from cortex.cmd.common import parser as command_parser
+from cortex.cmd.common import run
 
 LOG = logging.getLogger("cortex.agent")
 TOKEN_ENV = "CORTEX_AGENT_TOKEN"
@@ -28,7 +30,7 @@ TOKEN_ENV = "CORTEX_AGENT_TOKEN"
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line; ``--print`` or ``--report`` is required."""
-    parser = argparse.ArgumentParser(prog="cortex-agent", description=__doc__.split("\n\n")[0])
+    parser = command_parser("cortex-agent", __doc__.split("\n\n")[0])
     parser.add_argument("--once", action="store_true", help="collect once and exit")
     parser.add_argument("--print", dest="print_", action="store_true",
                         help="print the report as JSON on stdout")
@@ -107,9 +109,15 @@ def run_once(args: argparse.Namespace, nvml: Any = None, out=None) -> int:
 
 def main(argv: list[str] | None = None, nvml: Any = None, stop: threading.Event | None = None,
          out=None) -> int:
-    """Entry point of the ``cortex-agent`` console script."""
+    """Entry point of the ``cortex-agent`` console script; errors are one line (exit 1)."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    return run("cortex-agent", args, lambda _: collect(args, nvml, stop, out), configured=False)
+
+
+def collect(args: argparse.Namespace, nvml: Any = None, stop: threading.Event | None = None,
+            out=None) -> int:
+    """Report once (``--once`` or ``--print`` alone), else every ``--interval`` until ``stop``."""
     if args.once or not args.report:
         return run_once(args, nvml, out)
     stop = stop or threading.Event()

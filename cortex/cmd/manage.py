@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cortex import conf as config
+from cortex.cmd.common import parser, require_extra, run
 from cortex.db import migrate
 from cortex.db.engine import make_engine
 from cortex.knowledge.decisions import DecisionStore
@@ -199,6 +200,8 @@ def simulate(conf: config.Config, args) -> int:
     """Replay a GPU trace through pipelines on simulated fleets; print tables, write plots."""
     if args.trace == "groups":
         return simulate_groups(conf, args)
+    if args.plot:  # before minutes of simulation, not after
+        require_extra("simulate", "matplotlib")
     from cortex.simulator import report
     from cortex.simulator.session import SimulationSpec
     from cortex.simulator.session import simulate as run
@@ -228,9 +231,9 @@ def simulate(conf: config.Config, args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
-    parser = argparse.ArgumentParser(prog="cortex-manage", description=__doc__)
-    parser.add_argument("--config-file", help="cortex.conf (default: $CORTEX_CONFIG_FILE)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    result = parser("cortex-manage", __doc__)
+    result.add_argument("--config-file", help="cortex.conf (default: $CORTEX_CONFIG_FILE)")
+    sub = result.add_subparsers(dest="command", required=True)
     db = sub.add_parser("db", help="schema migrations").add_subparsers(dest="action",
                                                                       required=True)
     up = db.add_parser("upgrade", help="upgrade the schema")
@@ -272,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     why.set_defaults(func=explain_decision)
     _network_parsers(sub)
     _simulate_parser(sub)
-    return parser
+    return result
 
 
 def _network_parsers(sub) -> None:
@@ -329,15 +332,14 @@ def _simulate_parser(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one sub-command; configuration and input errors exit 2 with one line."""
+    """Run one sub-command; errors are one line on stderr (exit statuses: cortex.cmd.common).
+
+    Input errors (configuration, fleet, pipelines, simulation, topology files) exit 2.
+    """
     args = build_parser().parse_args(argv)
-    try:
-        conf = config.load(args.config_file)
-        return args.func(conf, args)
-    except (config.ConfigError, FleetError, PipelineConfigError, SimulationError,
-            NetworkTopologyError) as exc:
-        print(f"cortex-manage: {exc}", file=sys.stderr)
-        return 2
+    return run("cortex-manage", args, lambda conf: args.func(conf, args),
+               expected=(FleetError, PipelineConfigError, SimulationError,
+                         NetworkTopologyError))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,131 @@
+"""What the console scripts share: one-line errors, ``--debug``, optional extras.
+
+:func:`run` runs a command's body and turns what goes wrong into one line on stderr
+and an exit status (``--debug`` re-raises instead, for the traceback):
+
+- 2: a usage, configuration or input error (:class:`cortex.conf.ConfigError`, a
+  command's own error types, a missing optional extra);
+- 1: the database failed (the line names its URL without the password), a
+  :class:`CommandError`, or anything unexpected (``prog: error: Type: message``);
+- 141 (128 + SIGPIPE, as a shell reports ``yes | head -1``): stdout was closed by its
+  reader; nothing more is written. 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+
+from cortex import conf as config
+
+#: The top-level modules of the optional extras (setup.cfg ``extras_require``).
+EXTRAS = {"openstack": "sync", "keystoneauth1": "sync", "requests": "sync",
+          "pynvml": "agent", "keystonemiddleware": "keystone", "matplotlib": "simulate",
+          "orjson": "fast"}
+
+
+class CommandError(Exception):
+    """A failure worth one line to the user; ``code`` is the exit status (default 1)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def parser(prog: str, description: str | None) -> argparse.ArgumentParser:
+    """An ArgumentParser for ``prog`` with the global ``--debug`` flag."""
+    result = argparse.ArgumentParser(prog=prog, description=description)
+    result.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error instead of one line")
+    return result
+
+
+def missing_extra(module: str, extra: str | None = None) -> CommandError:
+    """The error (exit 2) naming the pip command that installs ``module``'s extra."""
+    extra = extra or EXTRAS[module.split(".")[0]]
+    return CommandError(f"{module.split('.')[0]} is not installed: "
+                        f"pip install 'cortex-scheduler[{extra}]'", code=2)
+
+
+def require_extra(extra: str, *modules: str) -> None:
+    """Raise :func:`missing_extra`'s error unless every module of ``modules`` can be imported.
+
+    Looks the modules up without importing them (cheap): a command calls this before
+    it starts work it could not finish.
+    """
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            raise missing_extra(module, extra)
+
+
+def one_line(text: object) -> str:
+    """``str(text)`` with its line breaks and runs of blanks made single spaces."""
+    return " ".join(str(text).split())
+
+
+def run(prog: str, args: argparse.Namespace, body: Callable[[config.Config | None], int],
+        expected: tuple[type[Exception], ...] = (), configured: bool = True) -> int:
+    """``body(conf)``'s exit status, or the status of its error after one line on stderr.
+
+    ``conf`` is ``cortex.conf.load(args.config_file)`` when ``configured`` (else None);
+    ``expected`` are the command's input errors (exit 2 with their message). Stdout is
+    flushed here, so a reader that closed the pipe early is noticed here too. With
+    ``args.debug`` every error but a closed pipe is re-raised.
+    """
+    url = None
+    try:
+        conf = config.load(args.config_file) if configured else None
+        url = conf.database_url if conf else None
+        code = body(conf)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return 141
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        code, message = _describe(exc, url, expected)
+        print(f"{prog}: {message}", file=sys.stderr)
+        return code
+
+
+def _describe(exc: Exception, url: str | None,
+              expected: tuple[type[Exception], ...]) -> tuple[int, str]:
+    """The exit status and the one-line message of ``exc``."""
+    if isinstance(exc, (config.ConfigError, *expected)):
+        return 2, one_line(exc)
+    if isinstance(exc, CommandError):
+        return exc.code, one_line(exc)
+    if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in EXTRAS:
+        error = missing_extra(exc.name)
+        return error.code, str(error)
+    if isinstance(exc, DBAPIError) and url:
+        shown = make_url(url).render_as_string(hide_password=True)
+        return 1, f"database {shown}: {one_line(exc.orig)}"
+    return 1, f"error: {type(exc).__name__}: {one_line(exc)} (use --debug for the traceback)"
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout's descriptor at /dev/null, so the interpreter's last flush is quiet.
+
+    What the Python documentation recommends for SIGPIPE (library/signal.html, "Note on
+    SIGPIPE"); a stdout without a descriptor (a test's capture) is left alone.
+    """
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
