@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 
 from cortex import conf as config
 from cortex.api.app import create_app
-from cortex.cmd.common import parser, run
+from cortex.cmd.common import CommandError, parser, run
 from cortex.db import migrate
 from cortex.db.engine import make_engine
 from cortex.knowledge.fleet import FleetError, import_fleet, read_fleet
@@ -16,12 +17,31 @@ from cortex.log import setup_logging
 LOG = logging.getLogger("cortex.api")
 
 
+def check_port(host: str, port: int) -> None:
+    """Raise CommandError (exit 1) unless a server could listen on ``host``:``port`` now.
+
+    Binds a socket the way the server will (SO_REUSEADDR, so a port in TIME_WAIT is
+    free) and closes it: a port another process listens on, or an address that is not
+    this machine's, fails here, before the database is touched.
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        raise CommandError(f"cannot listen on {host}:{port}: "
+                           f"{exc.strerror or exc}") from None
+
+
 def serve(conf: config.Config, args) -> int:
-    """Upgrade the embedded database, load the demo fleet, serve until killed."""
+    """Check the port, upgrade the embedded database, load the demo fleet, serve until killed."""
     if args.demo:
         conf = conf.with_overrides({"api.auth_strategy": "noauth"})
     setup_logging(conf)
     host, port = args.host or conf.get("api", "host"), args.port or conf.get("api", "port")
+    check_port(host, port)
     engine = make_engine(conf.database_url)
     if args.demo or not conf.get("database", "connection"):
         migrate.upgrade(engine)  # the embedded default is ours to manage
@@ -40,8 +60,8 @@ def serve(conf: config.Config, args) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Serve the API; ``--demo`` first upgrades the database and loads the demo fleet.
 
-    Errors are one line on stderr: 2 for configuration and fleet errors, 1 for a
-    database that fails or anything else (cortex.cmd.common.run).
+    Errors are one line on stderr: 2 for configuration and fleet errors, 1 for a port
+    that is taken, a database that fails, or anything else (cortex.cmd.common.run).
     """
     args_parser = parser("cortex-api", __doc__)
     args_parser.add_argument("--config-file", help="cortex.conf (default: $CORTEX_CONFIG_FILE)")

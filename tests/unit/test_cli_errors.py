@@ -1,6 +1,8 @@
 """The console scripts fail in one line on stderr, never a traceback (``--debug``: one)."""
 
 import os
+import socket
+import sqlite3
 import subprocess
 import sys
 
@@ -8,9 +10,9 @@ import pytest
 from sqlalchemy.exc import OperationalError
 
 from cortex.agent import cli as agent_cli
-from cortex.cmd import manage
+from cortex.cmd import api, manage
 from cortex.cmd import sync as sync_cmd
-from tests.conftest import REPO
+from tests.conftest import DEMO_FLEET, REPO
 from tests.topology_fakes import FakeNvml, load_layout, write_tree
 
 UNREACHABLE = "postgresql+psycopg://user:secret@127.0.0.1:1/x"
@@ -129,3 +131,32 @@ def test_agent_errors_are_one_line(tmp_path, capsys):
     assert agent_cli.main(argv, nvml=FakeNvml(layout)) == 1
     line = one_line(capsys)
     assert line.startswith("cortex-agent: error: FileNotFoundError: ") and "no-token" in line
+
+
+def knowledge_version(data) -> int:
+    """The knowledge version of the embedded SQLite database under ``data``."""
+    with sqlite3.connect(data / "cortex" / "cortex.sqlite") as connection:
+        return connection.execute("SELECT version FROM knowledge_version").fetchone()[0]
+
+
+def test_api_demo_on_a_taken_port_fails_before_touching_the_database(env, monkeypatch, capsys):
+    from flask import Flask
+
+    monkeypatch.setattr(Flask, "run", lambda app, **kw: pytest.fail("served"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = ["--demo", "--host", "127.0.0.1", "--port", str(port)]
+        expected = f"cortex-api: cannot listen on 127.0.0.1:{port}: Address already in use"
+        assert api.main(argv) == 1
+        assert one_line(capsys) == expected
+        assert not (env / "data").exists(), "no database made for a server that cannot run"
+
+        assert manage.main(["db", "upgrade"]) == 0  # the first demo's database
+        assert manage.main(["load-fleet", str(DEMO_FLEET)]) == 0
+        capsys.readouterr()
+        before = knowledge_version(env / "data")
+        assert api.main(argv) == 1
+        assert one_line(capsys) == expected
+        assert knowledge_version(env / "data") == before, "the demo fleet was loaded again"
