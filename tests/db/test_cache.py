@@ -1,10 +1,13 @@
 """The per-worker knowledge cache: version checks, rebuilds, the last good view on errors."""
 
+import threading
+
 import pytest
 from sqlalchemy.exc import OperationalError
 
 from cortex.knowledge import cache as cache_module
 from cortex.knowledge.cache import KnowledgeCache, KnowledgeUnavailable
+from tests.waiting import DEADLINE
 
 
 class Clock:
@@ -94,27 +97,56 @@ def test_too_old_view_is_refused_and_checks_back_off(counted):
     assert cache.view() is not None and cache.problem() is None
 
 
-def test_cold_cache_makes_concurrent_callers_wait_for_the_first_load(counted):
-    import threading
+class WatchedLock:
+    """A lock that tells when a thread asks for it while another holds it."""
 
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.contended = threading.Event()
+
+    def acquire(self, blocking=True, timeout=-1):
+        if self._lock.locked():
+            self.contended.set()
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self):
+        self._lock.release()
+
+
+def test_cold_cache_makes_concurrent_callers_wait_for_the_first_load(counted, monkeypatch):
     cache = KnowledgeCache(engine=None, interval=1.0, clock=Clock())
-    started = threading.Event()
+    cache._lock = lock = WatchedLock()
+    loading, release = threading.Event(), threading.Event()
     real_load = cache_module.load_view
 
     def slow_load(bind, **kwargs):
-        started.set()
-        threading.Event().wait(0.2)
+        loading.set()
+        release.wait(DEADLINE)  # until the second caller came while this load runs
         return real_load(bind, **kwargs)
 
-    cache_module.load_view = slow_load
+    monkeypatch.setattr(cache_module, "load_view", slow_load)
+    answers = {}
+
+    def call(name):
+        try:
+            answers[name] = cache.view()
+        except KnowledgeUnavailable as exc:
+            answers[name] = exc
+
+    first = threading.Thread(target=call, args=("first",))
+    first.start()
     try:
-        first = threading.Thread(target=cache.view)
-        first.start()
-        started.wait(2)
-        assert cache.view() is not None  # waited for the load, no KnowledgeUnavailable
-        first.join()
+        assert loading.wait(DEADLINE), "the first caller never started loading"
+        second = threading.Thread(target=call, args=("second",))
+        second.start()
+        assert lock.contended.wait(DEADLINE), "the second caller never asked for the lock"
     finally:
-        cache_module.load_view = real_load
+        release.set()
+    first.join(DEADLINE)
+    second.join(DEADLINE)
+    assert counted["load"] == 1
+    # waited for the load: the view, no KnowledgeUnavailable
+    assert answers["second"] is answers["first"] is cache.current is not None
 
 
 def test_a_loaded_view_is_frozen_out_of_full_collections(counted):
@@ -130,8 +162,6 @@ def test_a_loaded_view_is_frozen_out_of_full_collections(counted):
 
 
 def test_background_reload_answers_from_the_current_view_meanwhile(counted):
-    import threading
-
     release = threading.Event()
     real_load = cache_module.load_view
 
@@ -141,7 +171,7 @@ def test_background_reload_answers_from_the_current_view_meanwhile(counted):
     assert counted["load"] == 1
 
     def slow_load(*args, **kwargs):
-        release.wait(5)
+        release.wait(DEADLINE)
         return real_load(*args, **kwargs)
 
     cache_module.load_view = slow_load
@@ -151,7 +181,7 @@ def test_background_reload_answers_from_the_current_view_meanwhile(counted):
         assert cache.view() is first                       # the reload waits; we do not
         assert cache.view() is first
         release.set()
-        cache.wait_for_refresh(5)
+        cache.wait_for_refresh(DEADLINE)
     finally:
         cache_module.load_view = real_load
     assert counted["load"] == 2 and cache.view() is not first
