@@ -9,6 +9,7 @@ from sqlalchemy import delete
 
 from cortex.db.models import Decision
 from cortex.knowledge.decisions import DecisionStore, DecisionWriter
+from tests.waiting import DEADLINE
 
 
 def record(resource_id="inst-1", created_at=None, request_id="req-1"):
@@ -24,14 +25,14 @@ def test_writer_writes_and_store_finds(engine):
     writer = DecisionWriter(engine, maxsize=100)
     first, second = record(resource), record(resource)
     assert writer.submit(first) and writer.submit(second)
-    writer.flush()
+    writer.flush(DEADLINE)
     store = DecisionStore(engine)
     found = store.find(resource_id=resource)
     assert {d["id"] for d in found} == {first["id"], second["id"]}
     one = store.get(first["id"])
     assert one["result"] == ["b", "a"] and one["resource_id"] == resource
     assert store.get("no-such-id") is None
-    writer.close()
+    writer.close(DEADLINE)
     assert writer.written == 2 and writer.dropped == 0
 
 
@@ -39,14 +40,14 @@ def test_full_queue_drops_without_blocking(engine):
     drops = []
     writer = DecisionWriter(engine, maxsize=1, on_drop=lambda: drops.append(1))
     release, busy = threading.Event(), threading.Event()
-    writer._write = lambda batch: (busy.set(), release.wait(5))  # a database stuck writing
+    writer._write = lambda batch: (busy.set(), release.wait(DEADLINE))  # stuck writing
     assert writer.submit(record())
-    assert busy.wait(5)                       # the thread holds that one and is blocked
+    assert busy.wait(DEADLINE)                # the thread holds that one and is blocked
     assert writer.submit(record())            # fills the single slot
     assert [writer.submit(record()) for _ in range(3)] == [False, False, False]
     assert len(drops) == 3 and writer.dropped == 3 and writer.depth == 1
     release.set()
-    writer.close()
+    writer.close(DEADLINE)
 
 
 def test_prune_deletes_only_old_decisions(engine):
@@ -56,7 +57,7 @@ def test_prune_deletes_only_old_decisions(engine):
     new = record(resource)
     writer.submit(old)
     writer.submit(new)
-    writer.close()
+    writer.close(DEADLINE)
     store = DecisionStore(engine)
     assert store.prune(30) >= 1
     assert [d["id"] for d in store.find(resource_id=resource)] == [new["id"]]
@@ -69,7 +70,7 @@ def test_write_failure_is_counted_not_raised(engine):
     broken = record()
     broken["outcome"] = None  # NOT NULL column: the insert fails
     writer.submit(broken)
-    writer.close()
+    writer.close(DEADLINE)
     assert writer.dropped == 1 and writer.written == 0
 
 
@@ -78,11 +79,11 @@ def test_writer_applies_retention_after_writes(engine):
     old = record(resource, created_at=datetime.now(UTC) - timedelta(days=10))
     setup = DecisionWriter(engine)
     setup.submit(old)
-    setup.close()
+    setup.close(DEADLINE)
     writer = DecisionWriter(engine, retention_days=5)
     new = record(resource)
     writer.submit(new)
-    writer.close()
+    writer.close(DEADLINE)
     assert [d["id"] for d in DecisionStore(engine).find(resource_id=resource)] == [new["id"]]
 
 
@@ -93,11 +94,11 @@ def test_handled_batches_and_failed_writes_are_reported(engine):
     broken = record()
     broken["outcome"] = None  # NOT NULL column: the batch cannot be written
     writer.submit(broken)
-    writer.flush()
+    writer.flush(DEADLINE)
     assert sum(handled) == 1 and drops == [1]
     writer.submit(record())
     writer.submit(record())
-    writer.close()
+    writer.close(DEADLINE)
     assert sum(handled) == 3 and drops == [1] and writer.written == 2
 
 
@@ -109,7 +110,7 @@ def test_store_filters_on_indexed_columns_and_resolves_keys(engine):
     new = record(resource) | {"outcome": "simulated"}
     writer.submit(old)
     writer.submit(new)
-    writer.close()
+    writer.close(DEADLINE)
     store = DecisionStore(engine)
     assert [d["id"] for d in store.find(resource_id=resource, outcome="simulated")] == [new["id"]]
     assert [d["id"] for d in store.find(resource_id=resource, service="cinder")] == []
