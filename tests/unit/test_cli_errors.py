@@ -143,6 +143,7 @@ def test_api_demo_on_a_taken_port_fails_before_touching_the_database(env, monkey
     from flask import Flask
 
     monkeypatch.setattr(Flask, "run", lambda app, **kw: pytest.fail("served"))
+    monkeypatch.setattr(api, "setup_logging", lambda conf: None)  # keep pytest's handlers
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
