@@ -1,4 +1,4 @@
-"""What the console scripts share: one-line errors, ``--debug``, optional extras.
+"""What the console scripts share: one-line errors, ``--debug``, optional extras, ``-f``.
 
 :func:`run` runs a command's body and turns what goes wrong into one line on stderr
 and an exit status (``--debug`` re-raises instead, for the traceback):
@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
+import yaml
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
@@ -28,6 +31,7 @@ from cortex import conf as config
 EXTRAS = {"openstack": "sync", "keystoneauth1": "sync", "requests": "sync",
           "pynvml": "agent", "keystonemiddleware": "keystone", "matplotlib": "simulate",
           "orjson": "fast"}
+FORMATS = ("table", "json", "yaml", "value")
 
 
 class CommandError(Exception):
@@ -129,3 +133,51 @@ def _stdout_to_devnull() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, fd)
     os.close(devnull)
+
+
+def add_format(command: argparse.ArgumentParser) -> None:
+    """Give a list command ``-f/--format table|json|yaml|value`` (default table)."""
+    command.add_argument("-f", "--format", choices=FORMATS, default="table",
+                         help="output format (default: table)")
+
+
+def emit(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], fmt: str,
+         document: Any = None) -> None:
+    """Print ``rows`` on stdout in ``fmt``, as the OpenStack client's list commands do.
+
+    ``table``: a header of ``columns`` and fixed-width columns; ``value``: each row's
+    ``columns`` separated by single spaces, no header, one row per line. Empty values
+    (None, ``[]``) print as ``-``; lists as ``a,b``; mappings as ``k=v,k=v``. ``json`` and
+    ``yaml``: ``document`` (default: the rows with all their keys), whole.
+    """
+    if fmt in ("json", "yaml"):
+        plain = json.loads(json.dumps(rows if document is None else document, default=str))
+        text = json.dumps(plain, indent=2) + "\n" if fmt == "json" else yaml.dump(
+            plain, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+        sys.stdout.write(text)
+        return
+    cells = [[_cell(row.get(column)) for column in columns] for row in rows]
+    if fmt == "value":
+        for line in cells:
+            print(" ".join(line))
+        return
+    widths = [max(len(c) for c in column) for column in zip(columns, *cells, strict=True)]
+    for line in (list(columns), ["-" * w for w in widths], *cells):
+        print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+
+
+class _Dumper(yaml.SafeDumper):
+    """PyYAML's safe dumper writing multi-line strings (plugin docs) as ``|`` blocks."""
+
+
+_Dumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
+
+
+def _cell(value: Any) -> str:
+    """One value as a table or value cell (see :func:`emit`)."""
+    if isinstance(value, Mapping):
+        value = [f"{k}={v}" for k, v in value.items()]
+    if isinstance(value, Iterable) and not isinstance(value, str):
+        value = ",".join(str(v) for v in value)
+    return "-" if value is None or value == "" else str(value)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cortex import conf as config
-from cortex.cmd.common import parser, require_extra, run
+from cortex.cmd.common import add_format, emit, parser, require_extra, run
 from cortex.db import migrate
 from cortex.db.engine import make_engine
 from cortex.knowledge.decisions import DecisionStore
@@ -70,18 +70,19 @@ def config_sample(conf: config.Config, args) -> int:
 
 
 def plugins_list(conf: config.Config, args) -> int:
-    """Every filter and weigher with its services, options and docstring."""
+    """Every filter and weigher: name, kind, services; ``-f json|yaml`` add docs and options.
+
+    A row: ``{"name", "kind": "filter"|"weigher", "services": [str], "doc": str,
+    "options": [{"name", "type", "default"}]}``, filters first, each kind by name.
+    """
     load_all()
-    for kind, table in (("filter", FILTERS), ("weigher", WEIGHERS)):
-        for name in sorted(table):
-            cls = table[name]
-            module_doc = inspect.getdoc(sys.modules[cls.__module__]) or ""
-            print(f"{name} ({kind}; services: {', '.join(cls.services)})")
-            for line in module_doc.splitlines():
-                print(f"    {line}")
-            for option, kind_name, default in describe_options(cls):
-                print(f"    option {option}: {kind_name} = {default!r}")
-            print()
+    rows = [{"name": name, "kind": kind, "services": list(cls.services),
+             "doc": inspect.getdoc(sys.modules[cls.__module__]) or "",
+             "options": [{"name": option, "type": type_name, "default": default}
+                         for option, type_name, default in describe_options(cls)]}
+            for kind, table in (("filter", FILTERS), ("weigher", WEIGHERS))
+            for name, cls in sorted(table.items())]
+    emit(rows, ("name", "kind", "services"), args.format)
     return 0
 
 
@@ -93,13 +94,37 @@ def decisions_prune(conf: config.Config, args) -> int:
     return 0
 
 
+DECISION_COLUMNS = ("time", "service", "resource_id", "pipeline", "hosts_in", "hosts_out",
+                    "first_host")
+
+
 def decisions_list(conf: config.Config, args) -> int:
-    """Print the newest decisions for a resource or request as JSON."""
+    """The newest ``--limit`` decisions (of a resource or request), newest first, one row each.
+
+    A row: the :data:`DECISION_COLUMNS` (``time`` in UTC to the second, ``hosts_in`` the
+    candidates Nova/Cinder/Manila sent, ``hosts_out`` the hosts answered, ``first_host``
+    the first of them or None) plus ``id``, ``request_id``, ``intent``, ``outcome`` and
+    ``duration_ms`` for ``-f json|yaml``. ``cortex-manage explain`` shows a whole decision.
+    """
     store = DecisionStore(make_engine(conf.database_url))
     found = store.find(resource_id=args.resource_id, request_id=args.request_id,
                        limit=args.limit)
-    print(json.dumps(found, indent=2, default=str))
+    rows = [{"time": _utc(d["created_at"]), "service": d["service"],
+             "resource_id": d["resource_id"], "pipeline": d["pipeline"],
+             "hosts_in": len(d.get("hosts") or ()), "hosts_out": len(d.get("result") or ()),
+             "first_host": (d.get("result") or [None])[0], "id": d["id"],
+             "request_id": d["request_id"], "intent": d["intent"], "outcome": d["outcome"],
+             "duration_ms": d["duration_ms"]} for d in found]
+    emit(rows, DECISION_COLUMNS, args.format)
     return 0
+
+
+def _utc(iso: str) -> str:
+    """An ISO 8601 time as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC; a time without a zone is UTC)."""
+    moment = datetime.fromisoformat(iso)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def sync_once(conf: config.Config, args) -> int:
@@ -137,31 +162,39 @@ def network_load(conf: config.Config, args) -> int:
 
 
 def network_show(conf: config.Config, args) -> int:
-    """Print every host's network location with its source, as the scheduler sees it."""
+    """Every host's network location with its source, as the scheduler sees it.
+
+    ``table``: the hosts (host, spine, leaf, block, source), then the leaves (name,
+    spine, hosts: how many, uplink_gbps, adjacent leaves, source); ``value``: the hosts'
+    rows; ``json``/``yaml``: the ``GET /v1/network-topology`` document.
+    """
     view = load_view(make_engine(conf.database_url),
                      network_keys=MetadataKeys.from_conf(conf))
     document = view.network.as_dict()
-    if args.json:
-        print(json.dumps(document, indent=2))
-        return 0
-    print(f"{'host':<24} {'spine':<12} {'leaf':<12} {'block':<10} source")
-    for row in document["hosts"]:
-        print(f"{row['host']:<24} {row['spine'] or '-':<12} {row['leaf']:<12} "
-              f"{row['block'] or '-':<10} {row['source']}")
-    for leaf in document["leaves"]:
-        print(f"leaf {leaf['name']}: spine {leaf['spine'] or '-'}, {len(leaf['hosts'])} hosts, "
-              f"uplink {leaf['uplink_gbps'] or '?'} Gbit/s, adjacent "
-              f"{', '.join(leaf['adjacent']) or '-'} ({leaf['source']})")
+    emit(document["hosts"], ("host", "spine", "leaf", "block", "source"), args.format,
+         document=document)
+    if args.format == "table":
+        print()
+        emit([leaf | {"hosts": len(leaf["hosts"])} for leaf in document["leaves"]],
+             ("name", "spine", "hosts", "uplink_gbps", "adjacent", "source"), "table")
     return 0
 
 
+RESERVATION_COLUMNS = ("id", "host", "instance_uuid", "group_id", "resources", "gpus",
+                       "expires_at")
+
+
 def reservations_list(conf: config.Config, args) -> int:
-    """Print the unexpired in-flight reservations as JSON."""
+    """The unexpired in-flight reservations, oldest first, one row each.
+
+    A row: :data:`RESERVATION_COLUMNS`; ``resources`` is ``{resource class: amount}``,
+    ``gpus`` the PCI addresses held, ``expires_at`` UTC to the second.
+    """
     found = ReservationStore(make_engine(conf.database_url)).active(datetime.now(UTC))
-    print(json.dumps([{"id": r.id, "host": r.host, "instance_uuid": r.instance_uuid,
-                       "group_id": r.group_id, "resources": dict(r.resources),
-                       "gpus": list(r.gpus), "expires_at": r.expires_at.isoformat()}
-                      for r in sorted(found, key=lambda r: r.created_at)], indent=2))
+    emit([{"id": r.id, "host": r.host, "instance_uuid": r.instance_uuid,
+           "group_id": r.group_id, "resources": dict(r.resources), "gpus": list(r.gpus),
+           "expires_at": _utc(r.expires_at.isoformat())}
+          for r in sorted(found, key=lambda r: r.created_at)], RESERVATION_COLUMNS, args.format)
     return 0
 
 
@@ -250,16 +283,19 @@ def build_parser() -> argparse.ArgumentParser:
     cfg.add_parser("sample", help="print cortex.conf.sample").set_defaults(func=config_sample)
     plugins = sub.add_parser("plugins", help="plugins").add_subparsers(dest="action",
                                                                       required=True)
-    plugins.add_parser("list", help="filters and weighers").set_defaults(func=plugins_list)
+    listing = plugins.add_parser("list", help="filters and weighers")
+    add_format(listing)
+    listing.set_defaults(func=plugins_list)
     decisions = sub.add_parser("decisions", help="decision log").add_subparsers(
         dest="action", required=True)
     prune = decisions.add_parser("prune", help="delete old decisions")
     prune.add_argument("--days", type=float, help="default: [scheduler] decision_retention_days")
     prune.set_defaults(func=decisions_prune)
-    listing = decisions.add_parser("list", help="newest decisions as JSON")
+    listing = decisions.add_parser("list", help="newest decisions, one line each")
     listing.add_argument("--resource-id")
     listing.add_argument("--request-id")
     listing.add_argument("--limit", type=int, default=10)
+    add_format(listing)
     listing.set_defaults(func=decisions_list)
     sync = sub.add_parser("sync", help="sync sources from OpenStack and Prometheus")
     sync.add_argument("--once", action="store_true", help="run each source once and exit")
@@ -286,12 +322,15 @@ def _network_parsers(sub) -> None:
     load.add_argument("file")
     load.set_defaults(func=network_load)
     show = network.add_parser("show", help="hosts' network locations and their source")
-    show.add_argument("--json", action="store_true", help="the topology as JSON")
+    add_format(show)
+    show.add_argument("--json", dest="format", action="store_const", const="json",
+                      help="the topology as JSON (-f json)")
     show.set_defaults(func=network_show)
     held = sub.add_parser("reservations", help="in-flight reservations").add_subparsers(
         dest="action", required=True)
-    held.add_parser("list", help="unexpired reservations as JSON").set_defaults(
-        func=reservations_list)
+    listing = held.add_parser("list", help="unexpired reservations")
+    add_format(listing)
+    listing.set_defaults(func=reservations_list)
     held.add_parser("prune", help="delete expired reservations").set_defaults(
         func=reservations_prune)
 

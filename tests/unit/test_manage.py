@@ -18,7 +18,7 @@ def test_upgrade_load_and_list(sqlite_env, capsys):
     assert manage.main(["db", "version"]) == 0
     assert manage.main(["load-fleet", str(DEMO_FLEET)]) == 0
     assert "loaded 58 hosts" in capsys.readouterr().out
-    assert manage.main(["decisions", "list", "--resource-id", "x"]) == 0
+    assert manage.main(["decisions", "list", "--resource-id", "x", "-f", "json"]) == 0
     assert capsys.readouterr().out.strip() == "[]"
     assert manage.main(["decisions", "prune", "--days", "1"]) == 0
 
@@ -48,7 +48,8 @@ def test_plugins_list_documents_every_plugin(capsys):
     for name in ("filter_status", "filter_has_enough_capacity", "weigher_binpack",
                  "weigher_pool_free_capacity"):
         assert name in out
-    assert "option resource_weights" in out
+    assert manage.main(["plugins", "list", "-f", "yaml"]) == 0
+    assert "name: resource_weights" in capsys.readouterr().out
 
 
 def test_api_refuses_bad_config(sqlite_env, tmp_path, capsys):

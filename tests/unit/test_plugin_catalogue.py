@@ -2,6 +2,7 @@
 
 import dataclasses
 import inspect
+import json
 import sys
 
 import pytest
@@ -63,9 +64,9 @@ def test_shipped_pipelines_are_the_issues_and_documented_in_the_readme():
 
 
 def test_plugins_list_shows_every_plugin_with_its_options(capsys):
-    assert manage.main(["plugins", "list"]) == 0
-    out = capsys.readouterr().out
+    assert manage.main(["plugins", "list", "-f", "json"]) == 0
+    listed = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     for name, cls in IN_TREE:
-        assert f"{name} ({'filter' if name.startswith('filter_') else 'weigher'}" in out
-        for field in dataclasses.fields(cls.Options):
-            assert f"option {field.name}:" in out
+        assert listed[name]["kind"] == ("filter" if name.startswith("filter_") else "weigher")
+        assert [o["name"] for o in listed[name]["options"]] == [
+            field.name for field in dataclasses.fields(cls.Options)]
