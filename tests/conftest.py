@@ -2,8 +2,10 @@
 
 The database comes from ``$CORTEX_TEST_DATABASE_URL`` or the local server at
 ``postgresql+psycopg://postgres@127.0.0.1:5432``; each session creates its own
-``cortex_test_<pid>`` database and drops it at the end. Without a reachable server:
-under ``CI=true`` the run fails; elsewhere it falls back to SQLite and says so loudly.
+``cortex_test_<pid>`` database and drops it at the end. A server that does not
+answer ends the run at once with one line naming it (``bash tests/run.sh`` starts
+one). Only ``CORTEX_TEST_DATABASE_URL=sqlite`` runs on SQLite, a weaker check
+chosen on purpose.
 """
 
 from __future__ import annotations
@@ -28,6 +30,23 @@ DEMO_FLEET = REPO / "etc" / "cortex" / "demo-fleet.yaml"
 DEFAULT_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 
 
+# The quick subset (``pytest -m quick``, under 3 minutes on 2 cores): every test but the
+# ones that start real servers or processes and the slow sweeps of the API. The slow
+# ones are named here by path, so a new test is quick unless it lives among them.
+SLOW_PATHS = ("tests/functional/", "tests/sync/", "tests/differential/",
+              "tests/api/test_fuzz.py", "tests/api/test_pipelines.py",
+              "tests/api/test_decision_records.py", "tests/api/test_ui.py",
+              "tests/api/test_operator.py", "tests/api/test_reservations.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test outside :data:`SLOW_PATHS` ``quick``."""
+    for item in items:
+        path = Path(item.fspath).resolve().relative_to(REPO).as_posix()
+        if not path.startswith(SLOW_PATHS):
+            item.add_marker(pytest.mark.quick)
+
+
 def bodies(service: str) -> list[Path]:
     """The bundled request bodies of one service."""
     return sorted((FIXTURES / service).glob("*.json"))
@@ -38,9 +57,11 @@ def load_body(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def _create_postgres_database(purpose: str = "test") -> str | None:
-    """Create ``cortex_<purpose>_<pid>`` on the server; its URL, or None if none answers."""
-    server = make_url(os.environ.get("CORTEX_TEST_DATABASE_URL", DEFAULT_SERVER))
+def _create_postgres_database(purpose: str = "test") -> str:
+    """Create ``cortex_<purpose>_<pid>`` on the server; its URL. Ends the run if none answers."""
+    if os.environ.get("CORTEX_TEST_DATABASE_URL") == "sqlite":
+        pytest.fail(f"this test needs PostgreSQL ({purpose}); CORTEX_TEST_DATABASE_URL=sqlite")
+    server = make_url(os.environ.get("CORTEX_TEST_DATABASE_URL") or DEFAULT_SERVER)
     name = f"cortex_{purpose}_{os.getpid()}"
     try:
         admin = make_engine(server.set(database="postgres").render_as_string(False),
@@ -50,9 +71,10 @@ def _create_postgres_database(purpose: str = "test") -> str | None:
             connection.execute(text(f'CREATE DATABASE "{name}"'))
         admin.dispose()
     except OperationalError as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.exit(f"CI=true and PostgreSQL is unreachable at {server}: {exc}", 3)
-        return None
+        reason = str(exc.orig or exc).strip().splitlines()[0]
+        pytest.exit(f"PostgreSQL unreachable at {server.render_as_string(hide_password=True)}: "
+                    f"{reason}. 'bash tests/run.sh' starts one; or set "
+                    "CORTEX_TEST_DATABASE_URL (=sqlite for a weaker run on SQLite)", 3)
     return server.set(database=name).render_as_string(False)
 
 
@@ -69,12 +91,12 @@ def _drop_postgres_database(url: str) -> None:
 @pytest.fixture(scope="session")
 def database_url(tmp_path_factory) -> str:
     """URL of a freshly created, migrated database for this test session."""
-    url = _create_postgres_database()
-    if url is None:
-        banner = "PostgreSQL NOT REACHABLE: falling back to SQLite; database tests are weaker"
+    if os.environ.get("CORTEX_TEST_DATABASE_URL") == "sqlite":
+        banner = "CORTEX_TEST_DATABASE_URL=sqlite: running on SQLite; database tests are weaker"
         warnings.warn(banner, stacklevel=1)
-        print(f"\n{'!' * 78}\n{banner}\n{'!' * 78}")
         url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'cortex.sqlite'}"
+    else:
+        url = _create_postgres_database()
     engine = make_engine(url)
     migrate.upgrade(engine)
     engine.dispose()

@@ -7,9 +7,10 @@ behind the standard library's WSGI server on a loopback port. Prometheus is the
 ``prometheus`` binary of the Debian package, started on a loopback port over a
 TSDB that ``promtool tsdb create-blocks-from openmetrics`` filled.
 
-``python3 tests/real_servers.py prepare`` (run by ``.ci/run``) builds the
-Placement virtualenv and checks Prometheus and promtool exist; it imports nothing
-of Cortex, so it runs before Cortex is installed.
+``python3 tests/real_servers.py prepare`` (run by ``tests/run.sh``) builds the
+Placement virtualenv, checks Prometheus and promtool exist and makes a PostgreSQL
+answer (``tests/pg_cluster.py``); it imports nothing of Cortex, so it runs before
+Cortex is installed.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def prometheus_binaries() -> tuple[str, str]:
     found = shutil.which("prometheus"), shutil.which("promtool")
     if not all(found):
         raise ServerUnavailable("prometheus/promtool not found: apt-get install -y prometheus "
-                                "(.ci/run does it)")
+                                "(tests/run.sh does it)")
     return found  # type: ignore[return-value]
 
 
@@ -185,8 +186,32 @@ def stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
+def prepare() -> None:
+    """Make every real server the suite needs ready; print the shell line that names them.
+
+    Progress goes to stderr; stdout carries only ``export CORTEX_TEST_DATABASE_URL=...``
+    for ``eval`` (left out when the variable is already set: that server is the
+    caller's choice, and the suite checks that it answers).
+    """
+    sys.path.insert(0, str(Path(__file__).parent))
+    from pg_cluster import ClusterUnavailable, ensure_server
+
+    print(f"placement virtualenv: {placement_venv()}", file=sys.stderr)
+    print("prometheus, promtool: {}, {}".format(*prometheus_binaries()), file=sys.stderr)
+    if os.environ.get("CORTEX_TEST_DATABASE_URL"):
+        return
+    try:
+        url = ensure_server()
+    except ClusterUnavailable as exc:
+        raise ServerUnavailable(str(exc)) from None
+    print(f"postgresql: {url}", file=sys.stderr)
+    print(f"export CORTEX_TEST_DATABASE_URL={url}")
+
+
 if __name__ == "__main__":
     if sys.argv[1:] != ["prepare"]:
         sys.exit("usage: python3 tests/real_servers.py prepare")
-    print(f"placement virtualenv: {placement_venv()}")
-    print("prometheus, promtool: {}, {}".format(*prometheus_binaries()))
+    try:
+        prepare()
+    except ServerUnavailable as exc:
+        sys.exit(f"tests/real_servers.py: {exc}")
