@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from flask import current_app, g, jsonify, request
+from prometheus_client import Counter
 
 from cortex.api.errors import ApiError
 from cortex.ids import new_uuid
@@ -26,6 +28,7 @@ from cortex.pipeline.reservations import promise_first
 from cortex.request import BadRequest
 
 LOG = logging.getLogger(__name__)
+_DISBELIEVED_LOCK = threading.Lock()
 
 
 def _reject_constant(name: str) -> float:
@@ -97,6 +100,8 @@ def schedule(cortex: Any, service: str, body: Any, record: dict[str, Any], start
         raise ApiError(400, str(exc)) from None
     record.update(_request_fields(parsed, body))
     g.caller_ids = (parsed.request_id, parsed.global_request_id)
+    if getattr(parsed, "disbelieved_intent", None):
+        disbelieved_intent(cortex.metrics, parsed)
     if choose is not None:
         pipeline = choose(parsed)
     else:
@@ -123,6 +128,27 @@ def schedule(cortex: Any, service: str, body: Any, record: dict[str, Any], start
                                cortex.conf.get("scheduler", "reservation_ttl"), now)
     record.update(_result_fields(result, view.version, stored_form))
     return parsed, view, result
+
+
+def disbelieved_intent(metrics: Any, parsed: Any) -> None:
+    """Log and count a Nova call whose claimed intent its flags and spec do not back.
+
+    The call runs as a create (:func:`cortex.request.nova.intent_claims`). Counted in
+    ``cortex_scheduler_disbelieved_intents_total{claimed}``, registered on the API's
+    registry at first use.
+    """
+    LOG.warning("nova external: intent %r claimed by _nova_check_type or the flags is not "
+                "backed by the body (flags rebuild/resize/live, force_hosts); treated as a "
+                "create (request_id=%s)", parsed.disbelieved_intent, parsed.request_id)
+    with _DISBELIEVED_LOCK:
+        counter = getattr(metrics, "disbelieved_intents", None)
+        if counter is None:
+            counter = Counter("cortex_scheduler_disbelieved_intents",
+                              "Nova calls whose claimed intent (_nova_check_type or flags) "
+                              "the body's flags and spec do not back; answered as creates.",
+                              ["claimed"], registry=metrics.registry)
+            metrics.disbelieved_intents = counter
+    counter.labels(parsed.disbelieved_intent).inc()
 
 
 def _with_reservations(cortex: Any, request: Any, view: KnowledgeView,

@@ -97,7 +97,9 @@ class NovaRequest:
     Built by :meth:`from_body` from a body already validated against the OpenAPI
     schema. ``resources`` are the amounts per resource class that Placement would
     be asked for (see :func:`requested_resources`); ``intent`` is the
-    ``_nova_check_type`` hint (``create`` when absent).
+    ``_nova_check_type`` hint (``create`` when absent), believed only where the body's
+    flags and the spec agree (:func:`intent_claims`); ``disbelieved_intent`` names a
+    claim that was not believed (the call then runs as a create).
 
     Derived for the topology filters: ``guest_numa`` is the guest's NUMA cells (the
     spec's ``numa_topology`` when it has cells, else derived from the flavor and image
@@ -143,6 +145,7 @@ class NovaRequest:
     device_requests: tuple[DeviceRequest, ...] = ()
     unresolved_devices: tuple[str, ...] = ()
     network: NetworkPlacement = NetworkPlacement(None, 1, None, None, False, None)
+    disbelieved_intent: str | None = None
     service: str = field(default="nova", init=False)
 
     @property
@@ -178,6 +181,7 @@ class NovaRequest:
         wanted, unresolved = device_requests(pci_requests, flavor.extra_specs, image_properties,
                                              devices)
         hints = {k: strings(v) for k, v in (spec.get("scheduler_hints") or {}).items()}
+        intent, disbelieved = intent_claims(spec, body)
         params = unwrap(spec.get("request_level_params"))
         required, forbidden = _traits(flavor.extra_specs)
         request_id, global_request_id, project = context_ids(body)
@@ -191,7 +195,8 @@ class NovaRequest:
             numa_cells=numa_cells,
             pci_requests=pci_requests,
             scheduler_hints=frozen(hints),
-            intent=_intent(hints, body),
+            intent=intent,
+            disbelieved_intent=disbelieved,
             server_group=group,
             ignore_hosts=strings(spec.get("ignore_hosts")),
             force_hosts=strings(spec.get("force_hosts")),
@@ -237,18 +242,44 @@ def _flavor(data: Mapping[str, Any]) -> Flavor:
     )
 
 
-def _intent(hints: Mapping[str, tuple[str, ...]], body: Mapping[str, Any]) -> str:
-    """The ``_nova_check_type`` hint; older callers without it: the legacy flags."""
-    check = hints.get("_nova_check_type")
-    if check and check[0] in INTENTS:
-        return check[0]
-    if body.get("live"):
-        return "live_migrate"
-    if body.get("resize"):
-        return "resize"
-    if body.get("rebuild"):
-        return "rebuild"
-    return "create"
+#: The body flag that must be set (True) for a claimed intent to be believed; evacuate is
+#: a move that SAP's hook flags as none of them, so it is believed with every flag clear.
+_INTENT_FLAGS = {"rebuild": "rebuild", "resize": "resize", "live_migrate": "live"}
+
+
+def intent_claims(spec: Mapping[str, Any], body: Mapping[str, Any]
+                  ) -> tuple[str, str | None]:
+    """``(intent, disbelieved claim or None)`` of a Nova call.
+
+    The intent is the ``_nova_check_type`` hint (older callers without it: the legacy
+    ``live``/``resize``/``rebuild`` flags), believed only when the body's own flags and
+    the spec agree with it; otherwise the call is a create and the claim is returned so
+    the caller can log and count it. Why: on a Nova without the fix for CVE-2026-46448 a
+    user may send ``_nova_check_type`` at create (Nova 34 strips user ``_nova*`` hints in
+    ``nova/compute/api.py API.create``), and a believed ``rebuild`` skips the filters.
+    Agreement, from Nova 34's own callers: ``rebuild`` needs ``rebuild: true`` and
+    ``force_hosts`` set (``API.rebuild`` pins the instance's host and node); ``resize``
+    needs ``resize: true``; ``live_migrate`` needs ``live: true``; ``evacuate`` needs
+    every flag clear; a flag set without the hint of its intent is disbelieved too.
+    """
+    hints = spec.get("scheduler_hints") or {}
+    check = strings(hints.get("_nova_check_type"))
+    flags = {name for name in ("rebuild", "resize", "live") if body.get(name)}
+    claimed = check[0] if check and check[0] in INTENTS else None
+    if claimed is None:
+        legacy = [i for i, flag in _INTENT_FLAGS.items() if flag in flags]
+        if not legacy:
+            return "create", None
+        claimed = legacy[-1]
+        if legacy != [claimed] or (claimed == "rebuild" and not strings(spec.get("force_hosts"))):
+            return "create", claimed
+        return claimed, None
+    wanted = {_INTENT_FLAGS[claimed]} if claimed in _INTENT_FLAGS else set()
+    if claimed == "create" or flags != wanted:
+        return "create", None if claimed == "create" and not flags else claimed
+    if claimed == "rebuild" and not strings(spec.get("force_hosts")):
+        return "create", claimed
+    return claimed, None
 
 
 def _numa_cells(topology: Mapping[str, Any] | None) -> tuple[NumaCellRequest, ...]:

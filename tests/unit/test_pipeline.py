@@ -188,7 +188,8 @@ def test_filter_not_applicable_is_recorded_as_skipped():
 
 def test_rebuild_skips_filters_not_run_on_rebuild():
     request = nova("cpu-evacuate", hosts=HOSTS,
-                   spec={"scheduler_hints": {"_nova_check_type": ["rebuild"]}})
+                   spec={"scheduler_hints": {"_nova_check_type": ["rebuild"]},
+                         "force_hosts": ["a"]}, rebuild=True)
     p = pipeline(filters=[{"name": "filter_status"}])
     result = run_pipeline(p, request, view(*(host(h, enabled=False) for h in HOSTS)))
     assert result.steps[0].reason == "not run on rebuild" and len(result.hosts) == 4
