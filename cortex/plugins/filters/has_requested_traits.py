@@ -4,7 +4,13 @@ Placement's trait rules for Nova's request: flavor extra specs
 ``trait[N]:NAME=required|forbidden`` and the request level's ``root_required`` /
 ``root_forbidden`` (``RequestLevelParams``, e.g. ``!COMPUTE_STATUS_DISABLED``).
 Cortex checks them against the union of the host's provider traits, which is exact
-for single-provider hosts and lenient for nested providers. Invert: none; the
+for single-provider hosts and lenient for nested providers. Ownership traits
+(os-traits' ``owner`` namespace: ``OWNER_NOVA``, ``OWNER_CYBORG``; Nova 34's resource
+tracker puts ``OWNER_NOVA`` on every provider it creates, ``nova/compute/resource_tracker.py
+_get_traits``, and Nova master requires it on root providers and PCI request groups) are
+checked only where Cortex knows the host's ownership traits, i.e. the host has some
+``OWNER_*`` trait: elsewhere (knowledge from a fleet file or a sync before Nova 34) the
+fact is missing, and Placement already kept only owned hosts. Invert: none; the
 flavor's ``forbidden`` traits are the inverse of its ``required`` ones.
 """
 
@@ -27,7 +33,8 @@ class HasRequestedTraitsFilter(Filter):
 
     def check(self, host, request, candidate) -> str | None:
         """Reason naming the first missing or forbidden trait."""
-        missing = (request.required_traits | request.root_required) - host.traits
+        missing = known(request.required_traits | request.root_required, host.traits) \
+            - host.traits
         if missing:
             return f"missing required trait {sorted(missing)[0]}"
         present = (request.forbidden_traits | request.root_forbidden) & host.traits
@@ -40,4 +47,19 @@ class HasRequestedTraitsFilter(Filter):
         required = request.required_traits | request.root_required
         forbidden = request.forbidden_traits | request.root_forbidden
         return {c.host: self.check(s, request, c) for c, s in hosts
-                if not (required <= s.traits and forbidden.isdisjoint(s.traits))}
+                if not (known(required, s.traits) <= s.traits
+                        and forbidden.isdisjoint(s.traits))}
+
+
+def known(required: frozenset[str], host_traits: frozenset[str]) -> frozenset[str]:
+    """``required`` less the ownership traits (``OWNER_*``) when the host reports none.
+
+    Traits are Placement names (strings); returns a subset of ``required``.
+    """
+    if any(t.startswith(OWNER_PREFIX) for t in host_traits):
+        return required
+    return frozenset(t for t in required if not t.startswith(OWNER_PREFIX))
+
+
+#: os-traits' ``owner`` namespace (os_traits/owner/__init__.py: CYBORG, NOVA).
+OWNER_PREFIX = "OWNER_"
