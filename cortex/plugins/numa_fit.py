@@ -107,8 +107,15 @@ def _pagesize_refusal(cell: NumaCell, pagesize: int, memory_kb: int) -> str | No
 
 
 def _packing_refusal(cell: NumaCell, guest: Any, reserved: int) -> str | None:
-    """``_pack_instance_onto_cores``: can the pinned vCPUs be packed under the thread policy."""
+    """``_pack_instance_onto_cores``: can the pinned vCPUs be packed under the thread policy.
+
+    The isolated emulator thread's CPU is taken next to the guest cell's pinned vCPUs
+    (``_get_reserved`` returns nothing without them), so a guest cell 0 of a ``mixed``
+    guest with no pinned vCPU and ``hw:emulator_threads_policy=isolate`` fits nowhere.
+    """
     wanted = len(guest.pcpuset)
+    if reserved and not wanted:
+        return "isolated emulator threads need a pinned vCPU in guest cell 0"
     threads = cell.threads_per_core
     free_cores = cell.cores_with_free  # [t] = cores with at least t free pinnable CPUs
     policy = guest.cpu_thread_policy

@@ -211,6 +211,15 @@ CASES = [
      make_topology([cell(0, memory_usage=16000, pages={2048: (4096, 0)})]),
      request(memory=4096, specs={"hw:cpu_policy": "dedicated", "hw:mem_page_size": "2MB"}),
      None),
+    # _pack_instance_onto_cores/_get_reserved: the emulator thread's CPU goes next to
+    # guest cell 0's pinned vCPUs; a cell 0 with none fits nowhere
+    ("isolated-emulator-threads-need-a-pinned-vcpu-in-guest-cell-0",
+     make_topology([cell(0), cell(1)]),
+     request(vcpus=2, memory=2048, specs={
+         "hw:numa_nodes": "2", "hw:numa_cpus.0": "1", "hw:numa_mem.0": "1024",
+         "hw:numa_cpus.1": "0", "hw:numa_mem.1": "1024", "hw:cpu_policy": "mixed",
+         "hw:cpu_dedicated_mask": "0", "hw:emulator_threads_policy": "isolate"}),
+     "filter_numa_topology"),
     ("mixed-guest-shared-vcpus-within-cpu-allocation-ratio",
      make_topology([cell(0, cpu_usage=31)]),  # 31 + 2 shared > 8 CPUs x ratio 4
      request(specs={"hw:cpu_policy": "mixed", "hw:cpu_dedicated_mask": "0-1"}),
