@@ -379,10 +379,10 @@ def generate(seed: int, requests: int, hosts: int, candidates: int, out) -> None
                 not i["in_use"] for g in h["report"]["gpus"] if g.get("mig")
                 for i in g["mig"]["instances"])]
         chosen = rng.sample(pool, min(candidates, len(pool)))
-        if intent == "rebuild":  # a rebuild stays on the instance's host
+        if intent == "rebuild":  # nova/compute/api.py API.rebuild pins host and node
             chosen = chosen[:1]
-            spec.requested_destination = objects.Destination(host=chosen[0]["host"],
-                                                             node=chosen[0]["host"])
+            spec.force_hosts = [chosen[0]["host"]]
+            spec.force_nodes = [chosen[0]["host"]]
         names = [h["host"] for h in chosen]
         nova, truth = {}, {}
         for host in chosen:

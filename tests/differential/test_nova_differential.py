@@ -24,13 +24,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
-from cortex import conf
-from cortex.api.app import create_app
-from cortex.db import migrate
-from cortex.db.engine import make_engine
-from cortex.knowledge.fleet import import_fleet
+from tests.differential.fleet_app import fleet_app, fleet_host
 from tests.differential.nova_venv import NovaUnavailable, nova_venv
 
 HERE = Path(__file__).parent
@@ -39,8 +34,6 @@ REQUESTS = int(os.environ.get("CORTEX_DIFFERENTIAL_REQUESTS", "140"))
 HOSTS = int(os.environ.get("CORTEX_DIFFERENTIAL_HOSTS", "300"))
 CANDIDATES = 40
 STEPS = ("filter_gpu_capacity", "filter_numa_topology", "filter_pci_numa_affinity")
-PIPELINES = {"defaults": {"nova": "differential"}, "pipelines": {"differential": {
-    "service": "nova", "filters": [{"name": n} for n in STEPS]}}}
 ALIASES = [{"name": "h100", "vendor_id": "10de", "product_id": "2330"},
            {"name": "a100", "vendor_id": "10de", "product_id": "20b5"},
            {"name": "l40s", "vendor_id": "10de", "product_id": "26b9",
@@ -65,41 +58,23 @@ def nova_lines(seed: int, requests: int, hosts: int) -> list[dict]:
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
-def fleet_of(hosts: list[dict]) -> dict:
-    """A fleet document: each host with its ratios and the report cortex-agent would send."""
-    return {"hosts": [{
-        "host": h["host"], "uuid": f"00000000-0000-0000-0000-{i:012d}",
-        "hypervisor_type": "QEMU",
-        "inventories": {"VCPU": {"total": 64, "allocation_ratio": h["cpu_allocation_ratio"]},
-                        "MEMORY_MB": {"total": 262144,
-                                      "allocation_ratio": h["ram_allocation_ratio"]}},
-        "topology": {"report": h["report"]}} for i, h in enumerate(hosts)]}
-
-
 @pytest.fixture
 def differential_app(empty_database_url, tmp_path):
     """``(app, lines)``: an app over a fresh database holding the generated hosts."""
     lines = nova_lines(SEED, REQUESTS, HOSTS)
-    engine = make_engine(empty_database_url)
-    migrate.upgrade(engine)
-    with engine.begin() as connection:
-        import_fleet(connection, fleet_of([x for x in lines if x["kind"] == "host"]))
-    pipelines = tmp_path / "pipelines.yaml"
-    pipelines.write_text(yaml.safe_dump(PIPELINES))
-    app = create_app(conf.load(environ={}, overrides={
-        "api.auth_strategy": "noauth", "scheduler.reservation_ttl": 0.0,
-        "database.connection": empty_database_url, "database.knowledge_check_interval": 0.0,
-        "scheduler.pipelines_file": str(pipelines), "gpu.pci_alias": json.dumps(ALIASES)}),
-        engine=engine)
-    yield app, lines
-    app.extensions["cortex"].decisions.close()
-    engine.dispose()
+    hosts = [fleet_host(h["host"], h["report"], i, h["cpu_allocation_ratio"],
+                        h["ram_allocation_ratio"])
+             for i, h in enumerate(x for x in lines if x["kind"] == "host")]
+    with fleet_app(empty_database_url, hosts, STEPS, tmp_path,
+                   **{"gpu.pci_alias": json.dumps(ALIASES)}) as app:
+        yield app, lines
 
 
 def compare(client, lines: list[dict]) -> dict:
     """Post every body; the figures and the disagreeing pairs."""
     figures = {"seed": SEED, "requests": 0, "pairs": 0, "agree": 0, "order_dependent": 0,
                "false_accepts": [], "false_rejects": [], "refused_bodies": [],
+               "order_dependent_cases": [],
                "nova_passes": 0}
     for line in (x for x in lines if x["kind"] == "request"):
         figures["requests"] += 1
@@ -117,6 +92,9 @@ def compare(client, lines: list[dict]) -> dict:
                 figures["agree"] += 1
             elif nova != truth and cortex == truth:
                 figures["order_dependent"] += 1
+                figures["order_dependent_cases"].append(
+                    {"id": line["id"], "host": host, "nova": nova, "specs": line["specs"],
+                     "image": line["image"]})
             else:
                 case = {"id": line["id"], "host": host, "specs": line["specs"],
                         "image": line["image"], "knobs": line["knobs"]}

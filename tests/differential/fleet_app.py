@@ -1,0 +1,59 @@
+"""An app over its own fresh database holding a given fleet, for tests that need topology.
+
+The session database carries the demo fleet that other tests rank; importing a fleet
+replaces the whole knowledge snapshot, so these tests take a scratch database
+(``empty_database_url``), migrate it and import their hosts there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cortex import conf
+from cortex.api.app import create_app
+from cortex.db import migrate
+from cortex.db.engine import make_engine
+from cortex.knowledge.fleet import import_fleet
+
+
+def fleet_host(name: str, report: Mapping[str, Any], index: int = 0, cpu_ratio: float = 1.0,
+               ram_ratio: float = 1.0, traits: Sequence[str] = ()) -> dict[str, Any]:
+    """A fleet-file host with VCPU/MEMORY_MB ratios, ``traits`` and a topology ``report``."""
+    return {"host": name, "uuid": f"00000000-0000-0000-0000-{index:012d}",
+            "hypervisor_type": "QEMU", "traits": list(traits),
+            "inventories": {"VCPU": {"total": 64, "allocation_ratio": cpu_ratio},
+                            "MEMORY_MB": {"total": 262144, "allocation_ratio": ram_ratio}},
+            "topology": {"report": dict(report)}}
+
+
+@contextmanager
+def fleet_app(database_url: str, hosts: Sequence[Mapping[str, Any]], filters: Sequence[str],
+              workdir: Path, **overrides: Any) -> Iterator[Any]:
+    """A Flask app whose Nova default pipeline runs ``filters`` over ``hosts`` (fleet hosts).
+
+    ``overrides``: more ``{"section.option": value}`` settings. Closes the decision
+    writer and the engine on exit.
+    """
+    engine = make_engine(database_url)
+    migrate.upgrade(engine)
+    with engine.begin() as connection:
+        import_fleet(connection, {"hosts": [dict(h) for h in hosts]})
+    pipelines = workdir / "pipelines.yaml"
+    pipelines.write_text(yaml.safe_dump({"defaults": {"nova": "p"}, "pipelines": {"p": {
+        "service": "nova", "filters": [{"name": n} for n in filters]}}}))
+    settings = {"api.auth_strategy": "noauth", "scheduler.reservation_ttl": 0.0,
+                "database.connection": database_url, "database.knowledge_check_interval": 0.0,
+                "scheduler.pipelines_file": str(pipelines)} | overrides
+    app = create_app(conf.load(environ={}, overrides=settings), engine=engine)
+    try:
+        yield app
+    finally:
+        app.extensions["cortex"].decisions.close()
+        engine.dispose()
+
+
