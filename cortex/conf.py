@@ -115,6 +115,14 @@ OPTIONS: tuple[Option, ...] = (
            "If set, the external scheduler endpoints require this value in the "
            "X-Cortex-Shared-Secret header (the callers send no token; put a proxy that adds "
            "the header in front, or bind the API to an internal address instead)."),
+    Option("api", "public_metrics", bool, False,
+           "Serve /metrics without authentication. False: with authentication on, scraping "
+           "needs a token of role reader (Prometheus: 'authorization: {credentials: ...}' "
+           "or bearer_token_file, sent as X-Auth-Token by a proxy, or Keystone)."),
+    Option("api", "public_url", str, "",
+           "Base URL clients reach the API at (e.g. https://cortex.example.org:8080), used "
+           "for the links of GET /. Empty: the links are relative; never taken from the "
+           "request's Host header."),
     Option("database", "connection", str, "",
            "SQLAlchemy URL, e.g. postgresql+psycopg://cortex:secret@db/cortex. "
            "Empty: an embedded SQLite file in the user's data directory "
