@@ -21,8 +21,8 @@ import urllib.request
 from typing import Any
 
 from cortex.agent.report import build_report
-from cortex.cmd.common import parser as command_parser
-from cortex.cmd.common import run
+from cortex.cli import parser as command_parser
+from cortex.cli import run
 
 LOG = logging.getLogger("cortex.agent")
 TOKEN_ENV = "CORTEX_AGENT_TOKEN"

@@ -8,7 +8,7 @@ import sys
 
 from cortex import conf as config
 from cortex.api.app import create_app
-from cortex.cmd.common import CommandError, parser, run
+from cortex.cli import CommandError, parser, run
 from cortex.db import migrate
 from cortex.db.engine import make_engine
 from cortex.knowledge.fleet import FleetError, import_fleet, read_fleet
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     """Serve the API; ``--demo`` first upgrades the database and loads the demo fleet.
 
     Errors are one line on stderr: 2 for configuration and fleet errors, 1 for a port
-    that is taken, a database that fails, or anything else (cortex.cmd.common.run).
+    that is taken, a database that fails, or anything else (cortex.cli.run).
     """
     args_parser = parser("cortex-api", __doc__)
     args_parser.add_argument("--config-file", help="cortex.conf (default: $CORTEX_CONFIG_FILE)")

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cortex import conf as config
-from cortex.cmd.common import add_format, emit, parser, require_extra, run
+from cortex.cli import add_format, emit, parser, require_extra, run
 from cortex.db import migrate
 from cortex.db.engine import make_engine
 from cortex.knowledge.decisions import DecisionStore
@@ -371,7 +371,7 @@ def _simulate_parser(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one sub-command; errors are one line on stderr (exit statuses: cortex.cmd.common).
+    """Run one sub-command; errors are one line on stderr (exit statuses: cortex.cli).
 
     Input errors (configuration, fleet, pipelines, simulation, topology files) exit 2.
     """

@@ -7,7 +7,7 @@ import signal
 import sys
 
 from cortex import conf as config
-from cortex.cmd.common import parser, require_extra, run
+from cortex.cli import parser, require_extra, run
 from cortex.db.engine import make_engine
 from cortex.log import setup_logging
 

@@ -7,8 +7,8 @@ import pytest
 import yaml
 from sqlalchemy import insert
 
+from cortex.cli import emit
 from cortex.cmd import manage
-from cortex.cmd.common import emit
 from cortex.db import models
 from cortex.db.engine import make_engine
 

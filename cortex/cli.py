@@ -1,4 +1,4 @@
-"""What the console scripts share: one-line errors, ``--debug``, optional extras, ``-f``.
+"""What the console scripts share (cortex/cmd, cortex-agent): one-line errors, ``--debug``, ``-f``.
 
 :func:`run` runs a command's body and turns what goes wrong into one line on stderr
 and an exit status (``--debug`` re-raises instead, for the traceback):
@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
 
 from cortex import conf as config
 
@@ -114,9 +112,13 @@ def _describe(exc: Exception, url: str | None,
     if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in EXTRAS:
         error = missing_extra(exc.name)
         return error.code, str(error)
-    if isinstance(exc, DBAPIError) and url:
-        shown = make_url(url).render_as_string(hide_password=True)
-        return 1, f"database {shown}: {one_line(exc.orig)}"
+    if type(exc).__module__.startswith("sqlalchemy.") and url:
+        from sqlalchemy.engine import make_url  # not at import: cortex-agent has no database
+        from sqlalchemy.exc import DBAPIError
+
+        if isinstance(exc, DBAPIError):
+            shown = make_url(url).render_as_string(hide_password=True)
+            return 1, f"database {shown}: {one_line(exc.orig)}"
     return 1, f"error: {type(exc).__name__}: {one_line(exc)} (use --debug for the traceback)"
 
 
