@@ -184,18 +184,25 @@ def read_reports(bind: Connection | Session, hosts: Iterable[str] | None = None
     documents = {row.id: _header(row) for row in bind.execute(query)}
     if not documents:
         return {}
-    ids = list(documents)
+    # The children are selected by a subquery of the same reports, never by a list of
+    # ids: PostgreSQL's protocol takes at most 65,535 parameters in one statement, and
+    # 10,000 GPU hosts have 80,000 GPUs.
+    reports = select(tables.c.id).where(query.whereclause) if hosts is not None else None
     for child, key, order in ((models.NumaCell, "numa_cells", "cell_id"),
                               (models.Gpu, "gpus", "pci_address"),
                               (models.GpuLink, "gpu_links", "gpu_a")):
         table = child.__table__
-        rows = bind.execute(select(table).where(table.c.host_topology_id.in_(ids))
-                            .order_by(table.c.host_topology_id, table.c[order], table.c.id))
+        children = select(table)
+        if reports is not None:
+            children = children.where(table.c.host_topology_id.in_(reports))
+        rows = bind.execute(children.order_by(table.c.host_topology_id, table.c[order],
+                                              table.c.id))
         build = {"numa_cells": _cell_document, "gpus": _gpu_document,
                  "gpu_links": _link_document}[key]
         for row in rows:
-            documents[row.host_topology_id][key].append(build(row))
-    _attach_mig(bind, documents)
+            if row.host_topology_id in documents:  # a report stored since the first read
+                documents[row.host_topology_id][key].append(build(row))
+    _attach_mig(bind, documents, reports)
     return {document["host"]: document for document in documents.values()}
 
 
@@ -243,13 +250,21 @@ def _gpu_document(g: Any) -> dict[str, Any]:
     }
 
 
-def _attach_mig(bind: Connection | Session, documents: dict[int, dict[str, Any]]) -> None:
-    """Fill the GPUs' MIG instances and drop the internal ``_gpu_id``."""
+def _attach_mig(bind: Connection | Session, documents: dict[int, dict[str, Any]],
+                reports: Any = None) -> None:
+    """Fill the GPUs' MIG instances and drop the internal ``_gpu_id``.
+
+    ``reports`` is the subquery of the reports' ids (None: every report); the MIG rows
+    are selected through it, not by a list of GPU ids (see :func:`read_reports`).
+    """
     gpus = {g.pop("_gpu_id"): g for d in documents.values() for g in d["gpus"]}
-    table = models.MigInstance.__table__
-    rows = bind.execute(select(table).where(table.c.gpu_id.in_(list(gpus)))
-                        .order_by(table.c.gpu_id, table.c.instance_id)) if gpus else ()
-    for i in rows:
+    table, gpu_table = models.MigInstance.__table__, models.Gpu.__table__
+    query = select(table).order_by(table.c.gpu_id, table.c.instance_id)
+    if reports is not None:
+        query = query.where(table.c.gpu_id.in_(
+            select(gpu_table.c.id).where(gpu_table.c.host_topology_id.in_(reports))))
+    rows = bind.execute(query) if gpus else ()
+    for i in (i for i in rows if i.gpu_id in gpus):
         gpus[i.gpu_id]["mig"]["instances"].append({
             "id": i.instance_id, "profile_id": i.profile_id, "profile": i.profile,
             "placement_start": i.placement_start, "placement_size": i.placement_size,
