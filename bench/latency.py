@@ -20,6 +20,7 @@ process: the app alone, with the knowledge view loaded, and after both bodies.
 from __future__ import annotations
 
 import argparse
+import atexit
 import copy
 import http.client
 import json
@@ -168,6 +169,12 @@ def measure(port: int, payload: bytes, requests: int) -> tuple[float, float, flo
     return p50, p99, done[0] / (time.perf_counter() - started)
 
 
+def _drop(admin, name: str) -> None:
+    """Drop this run's database at exit, whoever still holds a connection to it."""
+    with admin.connect() as c:
+        c.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
 def database(n: int, tmp: str, inflight: int = 0) -> str:
     """A fresh database holding the N-host fleet and ``inflight`` reservations; its URL.
 
@@ -179,10 +186,11 @@ def database(n: int, tmp: str, inflight: int = 0) -> str:
                             "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     try:
         admin = make_engine(server, isolation_level="AUTOCOMMIT")
+        name = f"cortex_bench_{os.getpid()}_{n}"  # unique per run: two runs never collide
         with admin.connect() as c:
-            c.execute(text(f"DROP DATABASE IF EXISTS cortex_bench_{n}"))
-            c.execute(text(f"CREATE DATABASE cortex_bench_{n}"))
-        url = server.rsplit("/", 1)[0] + f"/cortex_bench_{n}"
+            c.execute(text(f"CREATE DATABASE {name}"))
+        atexit.register(_drop, admin, name)
+        url = server.rsplit("/", 1)[0] + f"/{name}"
     except Exception:  # noqa: BLE001 - no PostgreSQL: the embedded default
         url = f"sqlite:///{tmp}/bench-{n}.sqlite"
     engine = make_engine(url)
