@@ -358,6 +358,36 @@ def hardware_request_is_rebuild(spec) -> bool:
     return utils.request_is_rebuild(spec)
 
 
+def judge(fleet: list[dict], specs: dict, image: dict, knobs: dict,
+          chosen: list[dict]) -> dict | None:
+    """One request over ``chosen`` hosts: body and verdicts, or None if Nova's API refuses it.
+
+    ``knobs``: ``vcpus``, ``memory_mb``, ``intent``, ``id``. Hosts Placement would not
+    have returned for ``resources:VGPU`` (a MIG GPU with no free instance) are left out
+    first; a rebuild keeps only the first host (nova/compute/api.py API.rebuild pins the
+    instance's host and node in ``force_hosts``/``force_nodes``).
+    """
+    try:
+        spec = build_spec(specs, image, knobs)
+    except (exception.Invalid, exception.PciInvalidAlias, ValueError):
+        return None
+    if "resources:VGPU" in specs:
+        chosen = [h for h in chosen if not h["vgpu"] or any(
+            not i["in_use"] for g in h["report"]["gpus"] if g.get("mig")
+            for i in g["mig"]["instances"])]
+    if not chosen:
+        return None
+    if knobs["intent"] == "rebuild":
+        chosen = chosen[:1]
+        spec.force_hosts = [chosen[0]["host"]]
+        spec.force_nodes = [chosen[0]["host"]]
+    names = [h["host"] for h in chosen]
+    return {"kind": "request", "id": knobs["id"], "specs": specs, "image": image,
+            "knobs": knobs, "body": body_of(spec, knobs["intent"], names),
+            "nova": {h["host"]: nova_verdict(h, spec) for h in chosen},
+            "truth": {h["host"]: truth_verdict(h, spec) for h in chosen}}
+
+
 def generate(seed: int, requests: int, hosts: int, candidates: int, out) -> None:
     """Write the hosts, then each request with Nova's verdicts, as JSON lines."""
     configure()
@@ -367,42 +397,49 @@ def generate(seed: int, requests: int, hosts: int, candidates: int, out) -> None
         out.write(json.dumps(host) + "\n")
     made = 0
     while made < requests:
-        specs, image, knobs, intent = make_request(rng)
+        specs, image, knobs, _ = make_request(rng)
         knobs["id"] = made
-        try:
-            spec = build_spec(specs, image, knobs)
-        except (exception.Invalid, exception.PciInvalidAlias, ValueError):
-            continue
-        pool = fleet
-        if "resources:VGPU" in specs:  # Placement's allocation candidates come first
-            pool = [h for h in fleet if not h["vgpu"] or any(
-                not i["in_use"] for g in h["report"]["gpus"] if g.get("mig")
-                for i in g["mig"]["instances"])]
-        chosen = rng.sample(pool, min(candidates, len(pool)))
-        if intent == "rebuild":  # nova/compute/api.py API.rebuild pins host and node
-            chosen = chosen[:1]
-            spec.force_hosts = [chosen[0]["host"]]
-            spec.force_nodes = [chosen[0]["host"]]
-        names = [h["host"] for h in chosen]
-        nova, truth = {}, {}
-        for host in chosen:
-            nova[host["host"]] = nova_verdict(host, spec)
-            truth[host["host"]] = truth_verdict(host, spec)
-        out.write(json.dumps({"kind": "request", "id": made, "specs": specs, "image": image,
-                              "knobs": knobs, "body": body_of(spec, intent, names),
-                              "nova": nova, "truth": truth}) + "\n")
-        made += 1
+        line = judge(fleet, specs, image, knobs, rng.sample(fleet, min(candidates, hosts)))
+        if line is not None:
+            out.write(json.dumps(line) + "\n")
+            made += 1
+
+
+def serve(seed: int, hosts: int, stdin, out) -> None:
+    """Answer requests drawn elsewhere (hypothesis, in Cortex's interpreter), one per line.
+
+    First writes the fleet (one JSON line of host lines); then for each input line
+    ``{"specs", "image", "knobs", "hosts": [names]}`` writes :func:`judge`'s line, or
+    ``{"kind": "invalid"}`` when Nova's API refuses the request.
+    """
+    configure()
+    rng = random.Random(seed)
+    fleet = [make_host(rng, i) for i in range(hosts)]
+    by_name = {h["host"]: h for h in fleet}
+    out.write(json.dumps(fleet) + "\n")
+    out.flush()
+    for raw in stdin:
+        ask = json.loads(raw)
+        line = judge(fleet, ask["specs"], ask["image"], ask["knobs"],
+                     [by_name[n] for n in ask["hosts"]])
+        out.write(json.dumps(line or {"kind": "invalid"}) + "\n")
+        out.flush()
 
 
 def main() -> None:
-    """Command line: ``--seed --requests --hosts --candidates``."""
+    """Command line: ``--seed --requests --hosts --candidates [--serve]``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--requests", type=int, default=130)
     parser.add_argument("--hosts", type=int, default=300)
     parser.add_argument("--candidates", type=int, default=40)
+    parser.add_argument("--serve", action="store_true",
+                        help="judge requests read from stdin (see serve)")
     args = parser.parse_args()
-    generate(args.seed, args.requests, args.hosts, args.candidates, sys.stdout)
+    if args.serve:
+        serve(args.seed, args.hosts, sys.stdin, sys.stdout)
+    else:
+        generate(args.seed, args.requests, args.hosts, args.candidates, sys.stdout)
 
 
 if __name__ == "__main__":
