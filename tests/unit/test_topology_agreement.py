@@ -211,6 +211,16 @@ CASES = [
      make_topology([cell(0, memory_usage=16000, pages={2048: (4096, 0)})]),
      request(memory=4096, specs={"hw:cpu_policy": "dedicated", "hw:mem_page_size": "2MB"}),
      None),
+    # Order-dependent in Nova (the one allowed difference, README "How exactly we agree
+    # with Nova"): _numa_fit_instance_cell writes the page size it chose on cell 0 (1 GiB)
+    # into the guest cell before cell 0 fails on CPUs, so Nova then asks cell 1 for 1 GiB
+    # pages it lacks and refuses the host; cell 1 holds the guest in small pages, and
+    # Cortex, order-independent, keeps the host. Nova's filter removed it before the call.
+    ("order-dependent-page-size-written-back-by-a-failed-cell",
+     make_topology([cell(0, cores=1, smt=False, mode="shared", cpu_usage=4,
+                         pages={1048576: (4, 0)}),
+                    cell(1, cores=8, smt=False, mode="shared", cpu_usage=5)]),
+     request(vcpus=1, memory=1024, specs={"hw:mem_page_size": "any"}), None),
     # _pack_instance_onto_cores/_get_reserved: the emulator thread's CPU goes next to
     # guest cell 0's pinned vCPUs; a cell 0 with none fits nowhere
     ("isolated-emulator-threads-need-a-pinned-vcpu-in-guest-cell-0",
