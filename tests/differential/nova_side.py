@@ -40,7 +40,7 @@ from nova import context as nova_context  # noqa: E402
 from nova import exception  # noqa: E402
 from nova.pci import request as pci_request  # noqa: E402
 from nova.pci import stats as pci_stats  # noqa: E402
-from nova.scheduler import host_manager  # noqa: E402
+from nova.scheduler import host_manager, request_filter  # noqa: E402
 from nova.scheduler.filters import numa_topology_filter, pci_passthrough_filter  # noqa: E402
 from nova.virt import hardware  # noqa: E402
 
@@ -136,7 +136,10 @@ def make_host(rng: random.Random, index: int) -> dict:
                      "device_id": "2330", "pci_numa_node": 0, "numa_node": 0,
                      "virtualization_mode": "host_vgpu",
                      "mig": {"mode": "enabled", "instances": instances}})
-    return {"kind": "host", "host": f"cmp{index:04d}",
+    # a Nova 34 compute reports COMPUTE_NODE and OWNER_NOVA on its provider; Cortex's
+    # knowledge of a host from a fleet file or an older sync may hold no trait at all
+    traits = ["COMPUTE_NODE", "OWNER_NOVA"] if rng.random() < 0.5 else []
+    return {"kind": "host", "host": f"cmp{index:04d}", "traits": traits,
             "cpu_allocation_ratio": rng.choice((1.0, 1.0, 2.0, 4.0)),
             "ram_allocation_ratio": rng.choice((1.0, 1.0, 1.5)),
             "vgpu": vgpu,
@@ -260,7 +263,8 @@ def make_request(rng: random.Random) -> tuple[dict, dict, dict, str]:
     if rng.random() < 0.12:
         specs["resources:VGPU"] = "1"
     intent = rng.choice(("create",) * 10 + ("rebuild", "resize", "live_migrate"))
-    knobs = {"vcpus": vcpus, "memory_mb": memory, "intent": intent}
+    knobs = {"vcpus": vcpus, "memory_mb": memory, "intent": intent,
+             "pci_in_placement": pci and rng.random() < 0.4}
     return specs, image, knobs, intent
 
 
@@ -279,6 +283,18 @@ def build_spec(specs: dict, image: dict, knobs: dict) -> objects.RequestSpec:
     spec = objects.RequestSpec.from_components(
         ctx, str(uuid.UUID(int=knobs["id"] + 1)), image_meta, flavor, numa, pci, {}, None,
         None, project_id="p", user_id="u")
+    CONF.set_override("pci_in_placement", bool(knobs.get("pci_in_placement")),
+                      group="filter_scheduler")
+    try:
+        spec.generate_request_groups_from_pci_requests()
+    finally:
+        CONF.clear_override("pci_in_placement", group="filter_scheduler")
+    # nova/scheduler/manager.py select_destinations runs request_filter.process_reqspec
+    # before the filters: the I/O-free pre-filters here, owner_nova_filter as when every
+    # nova-compute reports service version 73 (_should_filter_by_owner asks the database)
+    request_filter.compute_status_filter(ctx, spec)
+    request_filter._should_filter_by_owner = lambda context: True
+    request_filter.owner_nova_filter(ctx, spec)
     spec.scheduler_hints = {}
     if knobs["intent"] != "create":
         spec.scheduler_hints["_nova_check_type"] = [knobs["intent"]]

@@ -33,7 +33,8 @@ SEED = int(os.environ.get("CORTEX_DIFFERENTIAL_SEED", "1"))
 REQUESTS = int(os.environ.get("CORTEX_DIFFERENTIAL_REQUESTS", "140"))
 HOSTS = int(os.environ.get("CORTEX_DIFFERENTIAL_HOSTS", "300"))
 CANDIDATES = 40
-STEPS = ("filter_gpu_capacity", "filter_numa_topology", "filter_pci_numa_affinity")
+STEPS = ("filter_has_requested_traits", "filter_gpu_capacity", "filter_numa_topology",
+         "filter_pci_numa_affinity")
 ALIASES = [{"name": "h100", "vendor_id": "10de", "product_id": "2330"},
            {"name": "a100", "vendor_id": "10de", "product_id": "20b5"},
            {"name": "l40s", "vendor_id": "10de", "product_id": "26b9",
@@ -63,7 +64,7 @@ def differential_app(empty_database_url, tmp_path):
     """``(app, lines)``: an app over a fresh database holding the generated hosts."""
     lines = nova_lines(SEED, REQUESTS, HOSTS)
     hosts = [fleet_host(h["host"], h["report"], i, h["cpu_allocation_ratio"],
-                        h["ram_allocation_ratio"])
+                        h["ram_allocation_ratio"], h["traits"])
              for i, h in enumerate(x for x in lines if x["kind"] == "host")]
     with fleet_app(empty_database_url, hosts, STEPS, tmp_path,
                    **{"gpu.pci_alias": json.dumps(ALIASES)}) as app:

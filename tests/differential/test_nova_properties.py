@@ -136,7 +136,8 @@ def requests(draw, names: list[str]) -> dict:
     hosts = draw(st.lists(st.sampled_from(names), min_size=CANDIDATES, max_size=CANDIDATES,
                           unique=True))
     return {"specs": specs, "image": image, "hosts": hosts,
-            "knobs": {"vcpus": vcpus, "memory_mb": memory, "intent": intent, "id": 0}}
+            "knobs": {"vcpus": vcpus, "memory_mb": memory, "intent": intent, "id": 0,
+                      "pci_in_placement": bool(aliases) and draw(st.booleans())}}
 
 
 @pytest.fixture
@@ -144,7 +145,7 @@ def worker_app(empty_database_url, tmp_path):
     """``(worker, app)``: the Nova worker and an app over its fleet."""
     worker = NovaWorker()
     hosts = [fleet_host(h["host"], h["report"], i, h["cpu_allocation_ratio"],
-                        h["ram_allocation_ratio"]) for i, h in enumerate(worker.fleet)]
+                        h["ram_allocation_ratio"], h["traits"]) for i, h in enumerate(worker.fleet)]
     try:
         with fleet_app(empty_database_url, hosts, STEPS, tmp_path,
                        **{"gpu.pci_alias": json.dumps(ALIASES)}) as app:
