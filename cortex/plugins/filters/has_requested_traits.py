@@ -6,8 +6,10 @@ Placement's trait rules for Nova's request: flavor extra specs
 Cortex checks them against the union of the host's provider traits, which is exact
 for single-provider hosts and lenient for nested providers. Ownership traits
 (os-traits' ``owner`` namespace: ``OWNER_NOVA``, ``OWNER_CYBORG``; Nova 34's resource
-tracker puts ``OWNER_NOVA`` on every provider it creates, ``nova/compute/resource_tracker.py
-_get_traits``, and Nova master requires it on root providers and PCI request groups) are
+tracker puts ``OWNER_NOVA`` on every compute node provider, ``nova/compute/
+resource_tracker.py``, and its scheduler requires it on the root provider and PCI request
+groups once every nova-compute reports service version 73, ``nova/scheduler/
+request_filter.py owner_nova_filter``; Nova master always will) are
 checked only where Cortex knows the host's ownership traits, i.e. the host has some
 ``OWNER_*`` trait: elsewhere (knowledge from a fleet file or a sync before Nova 34) the
 fact is missing, and Placement already kept only owned hosts. Invert: none; the
