@@ -142,12 +142,58 @@ OPTIONS: tuple[Option, ...] = (
            minimum=0),
     Option("database", "connect_timeout", int, 2,
            "Seconds to wait for a PostgreSQL connection, kept well under the callers' "
-           "5-10 s timeouts.",
+           "5-10 s timeouts (psycopg waits at least 2 s).",
            minimum=1, maximum=60),
+    Option("database", "statement_timeout", float, 30.0,
+           "Seconds the server lets one statement of the API's connections run before it "
+           "cancels it (PostgreSQL statement_timeout). The request path is bounded by "
+           "[scheduler] request_time_budget on the client anyway; this catches statements "
+           "of the background work (knowledge loads, decision writes). 0: none.",
+           minimum=0, maximum=3600),
+    Option("database", "lock_timeout", float, 2.0,
+           "Seconds a statement of the API's connections may wait for a lock, the "
+           "reservations' per-host lock included (PostgreSQL lock_timeout). 0: none.",
+           minimum=0, maximum=3600),
+    Option("database", "keepalives_idle", int, 5,
+           "Seconds of silence before TCP keepalives probe a PostgreSQL connection "
+           "(libpq keepalives_idle).",
+           minimum=1, maximum=3600),
+    Option("database", "keepalives_interval", int, 2,
+           "Seconds between unanswered TCP keepalive probes (libpq keepalives_interval).",
+           minimum=1, maximum=600),
+    Option("database", "keepalives_count", int, 3,
+           "Unanswered keepalive probes after which the connection counts as dead (libpq "
+           "keepalives_count): a vanished server or link is noticed within idle + "
+           "interval * count seconds.",
+           minimum=1, maximum=100),
+    Option("database", "tcp_user_timeout", float, 10.0,
+           "Seconds sent data may stay unacknowledged before the connection counts as dead "
+           "(libpq tcp_user_timeout). 0: the operating system's default.",
+           minimum=0, maximum=3600),
+    Option("database", "check_timeout", float, 2.0,
+           "Seconds one knowledge version check (each worker's probe of the database) may "
+           "wait for an answer; a check that gets none counts as a failure and the request "
+           "path stops waiting for the database until a check succeeds again.",
+           minimum=0.1, maximum=60),
+    Option("database", "max_retry_interval", float, 1.0,
+           "Longest pause, in seconds, between two knowledge checks while the database "
+           "fails (exponential back-off from knowledge_check_interval, with jitter): the "
+           "API answers normally again at most this long after the database is back.",
+           minimum=0.1, maximum=60),
     Option("scheduler", "request_time_budget", float, 2.0,
-           "Seconds one external call may spend in the pipeline; past it the call "
-           "answers 503 so the caller keeps its own order. 0: no budget.",
+           "Seconds one external call may spend in the pipeline and waiting for the "
+           "database (the reservation read and promise included); past it the call "
+           "answers 503 so the caller keeps its own order, or goes out unpromised (see "
+           "promise_failure_policy). 0: no budget for the pipeline; database waits are "
+           "then bounded at 5 s.",
            minimum=0),
+    Option("scheduler", "promise_failure_policy", str, "answer",
+           "What a Nova call does when its in-flight reservation cannot be made (the "
+           "database failed or did not answer within the budget): 'answer' sends the "
+           "ranking unpromised (logged, counted in "
+           "cortex_scheduler_unpromised_answers_total; Placement's claim still decides), "
+           "'fail' answers 503 so Nova keeps its own order.",
+           choices=("answer", "fail")),
     Option("scheduler", "pipelines_file", str, "",
            "Pipeline definitions (YAML). Empty: the pipelines.yaml shipped with Cortex."),
     Option("scheduler", "unknown_host_policy", str, "keep",

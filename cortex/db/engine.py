@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,8 @@ import psycopg.types.json
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+from cortex.db.guard import guard_engine
 
 try:  # the "fast" extra
     import orjson
@@ -24,13 +27,66 @@ except ImportError:  # pragma: no cover - exercised where orjson is not installe
 NO_WAIT_FOR_FLUSH = "SET LOCAL synchronous_commit = off"
 
 
-def make_engine(url: str, connect_timeout: int = 3, **kwargs) -> Engine:
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """How long a PostgreSQL connection may wait, as libpq connection parameters.
+
+    ``statement_timeout`` and ``lock_timeout`` (seconds; 0: none) are the server's
+    (sent as ``options=-c statement_timeout=<ms> -c lock_timeout=<ms>``): a statement
+    or a lock wait (the reservations' advisory lock included) that runs longer is
+    cancelled by the server. ``keepalives_idle``/``keepalives_interval`` (s) and
+    ``keepalives_count`` are the TCP keepalives, ``tcp_user_timeout`` (s; 0: the
+    OS's) how long sent data may stay unacknowledged: together they notice a server
+    or network that went away without closing the connection (a dead host, a cut
+    link) within ``idle + interval * count`` s. None of them helps against a server
+    whose processes hang with their sockets open: :mod:`cortex.db.guard` bounds that
+    on the client. Defaults match ``[database]`` in cortex.conf.
+    """
+
+    statement_timeout: float = 30.0
+    lock_timeout: float = 2.0
+    keepalives_idle: int = 5
+    keepalives_interval: int = 2
+    keepalives_count: int = 3
+    tcp_user_timeout: float = 10.0
+
+    @classmethod
+    def from_conf(cls, conf: Any) -> ConnectionLimits:
+        """The limits of ``conf``'s ``[database]`` section (a :class:`cortex.conf.Config`)."""
+        return cls(**{name: conf.get("database", name) for name in cls.__dataclass_fields__})
+
+    def params(self) -> dict[str, Any]:
+        """The libpq parameters: keepalives, ``tcp_user_timeout`` (ms) and ``options``."""
+        params: dict[str, Any] = {
+            "keepalives": 1, "keepalives_idle": self.keepalives_idle,
+            "keepalives_interval": self.keepalives_interval,
+            "keepalives_count": self.keepalives_count,
+            "tcp_user_timeout": int(self.tcp_user_timeout * 1000)}
+        options = [f"-c {name}={int(value * 1000)}" for name, value in
+                   (("statement_timeout", self.statement_timeout),
+                    ("lock_timeout", self.lock_timeout)) if value]
+        if options:
+            params["options"] = " ".join(options)
+        return params
+
+
+#: Keepalives only: what engines made without limits get (the CLI, the sync, tests).
+KEEPALIVES_ONLY = ConnectionLimits(statement_timeout=0, lock_timeout=0)
+
+
+def make_engine(url: str, connect_timeout: int = 3, limits: ConnectionLimits | None = None,
+                **kwargs) -> Engine:
     """A SQLAlchemy engine for ``url`` (``postgresql+psycopg://…`` or ``sqlite:///path``).
 
     SQLite: creates the parent directory of the file and turns on foreign keys and
-    WAL, since it is the embedded single-process default. PostgreSQL: pre-ping so a
-    restarted server does not fail the first request after it, and json/jsonb values
-    read with :func:`loads_json` when orjson is installed.
+    WAL, since it is the embedded single-process default. PostgreSQL: every connection
+    gets ``connect_timeout`` (s) and the libpq parameters of ``limits`` (default:
+    TCP keepalives only, no server-side timeouts); checkouts are watched inside
+    :func:`cortex.db.guard.deadline` (:func:`~cortex.db.guard.guard_engine`); with
+    ``pool_pre_ping`` (default on) a pooled connection is pinged at checkout, so a
+    restarted server does not fail the first request after it, and the ping too is
+    watched. json/jsonb values are read with :func:`loads_json` when orjson is
+    installed.
     """
     kwargs.setdefault("json_serializer", dumps_json)
     parsed = make_url(url)
@@ -40,11 +96,16 @@ def make_engine(url: str, connect_timeout: int = 3, **kwargs) -> Engine:
         engine = create_engine(url, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    kwargs.setdefault("pool_pre_ping", True)
-    kwargs.setdefault("connect_args", {"connect_timeout": connect_timeout})
-    engine = create_engine(url, **kwargs)
-    if orjson is not None and parsed.get_driver_name() == "psycopg":
-        event.listen(engine, "connect", _read_json_fast)
+    ping = kwargs.pop("pool_pre_ping", True)
+    connect_args = {"connect_timeout": connect_timeout,
+                    **(limits or KEEPALIVES_ONLY).params()}
+    kwargs["connect_args"] = connect_args | kwargs.get("connect_args", {})
+    psycopg3 = parsed.get_driver_name() == "psycopg"
+    engine = create_engine(url, pool_pre_ping=ping and not psycopg3, **kwargs)
+    if psycopg3:
+        guard_engine(engine, ping=ping)
+        if orjson is not None:
+            event.listen(engine, "connect", _read_json_fast)
     return engine
 
 

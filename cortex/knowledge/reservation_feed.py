@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import MappingProxyType
+from typing import Any
 
 import psycopg
 
@@ -60,13 +61,17 @@ class ReservationFeed:
     sends a notification on :data:`CHANNEL` (:meth:`refresh` uses it to mark a point
     in the stream of changes). The listener thread starts with the first
     :meth:`start`, again in a forked child (gunicorn workers), and reconnects
-    ``retry`` seconds after losing its connection.
+    ``retry`` seconds after losing its connection. ``params``: more libpq
+    parameters for the listening connection (TCP keepalives and ``tcp_user_timeout``,
+    so that a server gone without a word is noticed and the store reads the table
+    instead: :meth:`cortex.db.engine.ConnectionLimits.params`).
     """
 
     def __init__(self, conninfo: str, load: Callable[[], list[Reservation]],
                  announce: Callable[[str], None], connect_timeout: int = 3,
-                 retry: float = 1.0) -> None:
+                 retry: float = 1.0, params: dict[str, Any] | None = None) -> None:
         self._conninfo = conninfo
+        self._params = dict(params or {})
         self._load = load
         self._announce = announce
         self._connect_timeout = connect_timeout
@@ -148,7 +153,8 @@ class ReservationFeed:
             try:
                 with psycopg.connect(self._conninfo, autocommit=True,
                                      connect_timeout=self._connect_timeout,
-                                     application_name=APPLICATION_NAME) as connection:
+                                     application_name=APPLICATION_NAME,
+                                     **self._params) as connection:
                     connection.execute(f"LISTEN {CHANNEL}")
                     if connection.execute(_TRIGGER).fetchone() is None:
                         LOG.warning("reservation feed: no trigger %s (run 'cortex-manage "

@@ -26,7 +26,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from cortex.db import models
-from cortex.db.engine import NO_WAIT_FOR_FLUSH, dumps_json, make_engine
+from cortex.db.engine import (
+    KEEPALIVES_ONLY,
+    NO_WAIT_FOR_FLUSH,
+    ConnectionLimits,
+    dumps_json,
+    make_engine,
+)
 from cortex.knowledge.reservation_feed import CHANNEL, ReservationFeed
 from cortex.knowledge.reservations import Reservation
 
@@ -61,16 +67,27 @@ def _replace_statement(dialect: str):
         set_={c: statement.excluded[c] for c in _COLUMNS if c != "instance_uuid"})
 
 
-@functools.cache
-def _unpinged(url: str, connect_timeout: int) -> Engine:
+def _unpinged(url: str, connect_timeout: int, limits: ConnectionLimits | None = None) -> Engine:
     """The process's one engine for ``url`` without pool pre-ping (see ReservationStore)."""
-    return make_engine(url, connect_timeout, pool_pre_ping=False)
+    return _unpinged_engine(url, connect_timeout, limits)
 
 
 @functools.cache
-def _feed(url: str, connect_timeout: int) -> ReservationFeed:
+def _unpinged_engine(url: str, connect_timeout: int, limits: ConnectionLimits | None) -> Engine:
+    """:func:`_unpinged`, one per argument tuple."""
+    return make_engine(url, connect_timeout, limits, pool_pre_ping=False)
+
+
+def _feed(url: str, connect_timeout: int,
+          limits: ConnectionLimits | None = None) -> ReservationFeed:
     """The process's one reservation feed of the PostgreSQL database at ``url``."""
-    reader = _autocommit(_unpinged(url, connect_timeout))
+    return _feed_of(url, connect_timeout, limits)
+
+
+@functools.cache
+def _feed_of(url: str, connect_timeout: int, limits: ConnectionLimits | None) -> ReservationFeed:
+    """:func:`_feed`, one per argument tuple."""
+    reader = _autocommit(_unpinged(url, connect_timeout, limits))
 
     def announce(payload: str) -> None:
         with reader.connect() as connection:
@@ -78,7 +95,12 @@ def _feed(url: str, connect_timeout: int) -> ReservationFeed:
 
     conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
     return ReservationFeed(conninfo, lambda: _read_active(reader, datetime.now(UTC)),
-                           announce, connect_timeout)
+                           announce, connect_timeout,
+                           params=(limits or KEEPALIVES_ONLY).params())
+
+
+_unpinged.cache_clear = _unpinged_engine.cache_clear  # as if they were the cached ones
+_feed.cache_clear = _feed_of.cache_clear
 
 
 def _autocommit(engine: Engine) -> Engine:
@@ -131,15 +153,20 @@ class ReservationStore:
     listens, and reads the table otherwise.
     """
 
-    def __init__(self, engine: Engine, connect_timeout: int = 3, feed: bool = False) -> None:
-        """Use ``engine``'s database; ``connect_timeout`` (s) for the store's own pool."""
+    def __init__(self, engine: Engine, connect_timeout: int = 3, feed: bool = False,
+                 limits: ConnectionLimits | None = None) -> None:
+        """Use ``engine``'s database.
+
+        ``connect_timeout`` (s) and ``limits`` apply to the store's own pool and its
+        feed's connection (``limits`` None: TCP keepalives only).
+        """
         self._postgres = engine.dialect.name == "postgresql"
         self._feed: ReservationFeed | None = None
         if self._postgres:
             url = engine.url.render_as_string(hide_password=False)
-            engine = _unpinged(url, connect_timeout)
+            engine = _unpinged(url, connect_timeout, limits)
             if feed:
-                self._feed = _feed(url, connect_timeout)
+                self._feed = _feed(url, connect_timeout, limits)
         self._engine = engine
         self._reader = _autocommit(engine)
         self._local = threading.Lock()
