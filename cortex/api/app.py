@@ -16,15 +16,14 @@ from typing import Any
 
 from flask import Flask, Response, current_app, g, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST
-from sqlalchemy import Engine, text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Engine
 from werkzeug.exceptions import HTTPException
 
 import cortex
 from cortex.api import ui
 from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
-from cortex.api.freshness import healthcheck_detail, sync_ages
+from cortex.api.freshness import healthcheck_detail, knowledge_health, sync_ages
 from cortex.api.metrics import ApiMetrics, KnowledgeCollector, ReservationFeedCollector
 from cortex.api.network import list_reservations, show_network_topology
 from cortex.api.scheduler import external
@@ -32,9 +31,9 @@ from cortex.api.schema import RequestValidator, load_openapi
 from cortex.api.simulate import simulate
 from cortex.api.topology import post_topology, show_topology
 from cortex.conf import Config, ConfigError, shipped_file
-from cortex.db.engine import make_engine
+from cortex.db.engine import ConnectionLimits, make_engine
 from cortex.ids import new_uuid
-from cortex.knowledge.cache import KnowledgeCache, KnowledgeUnavailable
+from cortex.knowledge.cache import KnowledgeCache
 from cortex.knowledge.decisions import DecisionStore, DecisionWriter
 from cortex.knowledge.network import MetadataKeys
 from cortex.knowledge.reservation_store import ReservationStore
@@ -74,25 +73,24 @@ def version_document():
 def healthcheck():
     """``GET /healthcheck``: 200 ``OK``, ``HEAD`` 204; 503 with the reason.
 
-    503 when the database does not answer a ``SELECT 1``, or when the knowledge view
-    is unusable (too old by ``[database] max_knowledge_age``, or never loaded).
+    503 exactly when the external endpoints answer 503 for want of knowledge (none
+    loaded, or older than ``[database] max_knowledge_age``: see
+    :func:`cortex.api.freshness.knowledge_health`); 200 while they answer. Never waits
+    for the database longer than ``[database] check_timeout``. While the database is
+    unreachable and the knowledge still young enough, ``X-Cortex-Degraded`` says so.
     """
     services = current_app.extensions["cortex"]
-    try:
-        with services.engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-    except SQLAlchemyError as exc:
-        return Response(f"database unreachable: {type(exc).__name__}", 503,
-                        mimetype="text/plain")
-    try:
-        services.knowledge.view()
-    except KnowledgeUnavailable as exc:
-        return Response(f"knowledge unavailable: {exc}", 503, mimetype="text/plain")
-    if request.method == "HEAD":
-        return Response(status=204)
-    if request.args.get("detail"):
-        return healthcheck_detail(services.engine, services.knowledge)
-    return Response("OK", 200, mimetype="text/plain")
+    status, text, degraded = knowledge_health(services.knowledge,
+                                              services.conf.get("database", "check_timeout"))
+    if request.method == "HEAD" and status == 200:
+        response = Response(status=204)
+    elif request.args.get("detail") and status == 200:
+        response = healthcheck_detail(services.engine, services.knowledge)
+    else:
+        response = Response(text, status, mimetype="text/plain")
+    if degraded:
+        response.headers["X-Cortex-Degraded"] = degraded
+    return response
 
 
 def openapi_document():
@@ -184,8 +182,10 @@ def create_app(conf: Config, engine: Engine | None = None,
     app.config["MAX_CONTENT_LENGTH"] = conf.get("api", "max_body_bytes")
     app.json.sort_keys = False
     app.add_template_filter(ui.quantity)
+    limits = ConnectionLimits.from_conf(conf)
     engine = engine or make_engine(conf.database_url,
-                                   connect_timeout=conf.get("database", "connect_timeout"))
+                                   connect_timeout=conf.get("database", "connect_timeout"),
+                                   limits=limits)
     pipelines = pipelines or load_pipelines(
         conf.get("scheduler", "pipelines_file") or shipped_file("pipelines.yaml"))
     authorizer = Authorizer(conf)
@@ -199,10 +199,13 @@ def create_app(conf: Config, engine: Engine | None = None,
     knowledge = KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
                                conf.get("database", "max_knowledge_age"),
                                network_keys=MetadataKeys.from_conf(conf),
-                               background=conf.get("database", "knowledge_background_reload"))
+                               background=conf.get("database", "knowledge_background_reload"),
+                               check_timeout=conf.get("database", "check_timeout"),
+                               max_retry=conf.get("database", "max_retry_interval"))
     app_metrics.add_scrape_collector(KnowledgeCollector(knowledge, partial(sync_ages, engine)))
     reservations = ReservationStore(engine, conf.get("database", "connect_timeout"),
-                                    feed=conf.get("scheduler", "reservation_feed"))
+                                    feed=conf.get("scheduler", "reservation_feed"),
+                                    limits=limits)
     app_metrics.add_scrape_collector(ReservationFeedCollector(reservations))
     app.extensions["cortex"] = Services(
         conf=conf, engine=engine, knowledge=knowledge,

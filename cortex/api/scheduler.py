@@ -14,6 +14,7 @@ from flask import current_app, g, jsonify, request
 from prometheus_client import Counter
 
 from cortex.api.errors import ApiError
+from cortex.db import guard
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeUnavailable
 from cortex.knowledge.decisions import COMPACT_FORMAT
@@ -24,11 +25,16 @@ from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
 from cortex.pipeline.config import Pipeline
 from cortex.pipeline.engine import PipelineResult, StepFailed, run_pipeline
 from cortex.pipeline.explain import first_choice
+from cortex.pipeline.reservations import STEP as PROMISE_STEP
 from cortex.pipeline.reservations import promise_first
 from cortex.request import BadRequest
 
 LOG = logging.getLogger(__name__)
 _DISBELIEVED_LOCK = threading.Lock()
+#: Seconds the database waits of one call may take when request_time_budget is 0.
+NO_BUDGET_WAIT = 5.0
+#: Share of the budget the optional read of the in-flight reservations may take.
+READ_SHARE = 0.25
 
 
 def _reject_constant(name: str) -> float:
@@ -110,24 +116,58 @@ def schedule(cortex: Any, service: str, body: Any, record: dict[str, Any], start
         except PipelineNotChosen as exc:
             raise ApiError(400, str(exc), code="cortex.pipeline_not_chosen") from None
     record["pipeline"] = pipeline.name
-    try:
-        view = cortex.knowledge.view()
-    except KnowledgeUnavailable as exc:
-        raise ApiError(503, f"knowledge unavailable: {exc}") from None
-    now = datetime.now(UTC)
-    overlaid = _with_reservations(cortex, parsed, view, now)
-    try:
-        budget = cortex.conf.get("scheduler", "request_time_budget")
-        result = run_pipeline(pipeline, parsed, overlaid,
-                              cortex.conf.get("scheduler", "unknown_host_policy"),
-                              deadline=started + budget if budget else None)
-    except StepFailed as exc:
-        raise ApiError(503, str(exc), code="cortex.step_failed") from None
-    if promise:
-        result = promise_first(pipeline, parsed, view, overlaid, result, cortex.reservations,
-                               cortex.conf.get("scheduler", "reservation_ttl"), now)
+    budget = cortex.conf.get("scheduler", "request_time_budget")
+    # every database wait below (a foreground knowledge check, the reservation read,
+    # the promise) ends when the call's budget does (cortex.db.guard)
+    with guard.deadline((budget or NO_BUDGET_WAIT) - (time.perf_counter() - started)):
+        try:
+            view = cortex.knowledge.view()
+        except KnowledgeUnavailable as exc:
+            raise ApiError(503, f"knowledge unavailable: {exc}") from None
+        now = datetime.now(UTC)
+        overlaid = _with_reservations(cortex, parsed, view, now)
+        try:
+            result = run_pipeline(pipeline, parsed, overlaid,
+                                  cortex.conf.get("scheduler", "unknown_host_policy"),
+                                  deadline=started + budget if budget else None)
+        except StepFailed as exc:
+            raise ApiError(503, str(exc), code="cortex.step_failed") from None
+        if promise:
+            result = promise_first(pipeline, parsed, view, overlaid, result,
+                                   cortex.reservations,
+                                   cortex.conf.get("scheduler", "reservation_ttl"), now)
+            unpromised(cortex, parsed, result)
     record.update(_result_fields(result, view.version, stored_form))
     return parsed, view, result
+
+
+def unpromised(cortex: Any, parsed: Any, result: PipelineResult) -> None:
+    """Apply ``[scheduler] promise_failure_policy`` when the promise step failed.
+
+    The step fails when the reservation store raised (the database failed, did not
+    answer within the call's budget, or is marked down: :mod:`cortex.db.guard`).
+    ``answer``: the ranking goes out unpromised, logged by
+    :func:`~cortex.pipeline.reservations.promise_first` and counted here in
+    ``cortex_scheduler_unpromised_answers_total`` (registered on the API's registry
+    at first use); ``fail``: ApiError 503, so Nova keeps its own order (the caller
+    contract's reaction to an internal failure).
+    """
+    step = result.steps[-1] if result.steps else None
+    if step is None or step.name != PROMISE_STEP or step.status != "error":
+        return
+    if cortex.conf.get("scheduler", "promise_failure_policy") == "fail":
+        raise ApiError(503, f"in-flight reservation not made: {step.reason}",
+                       code="cortex.promise_failed")
+    with _DISBELIEVED_LOCK:
+        counter = getattr(cortex.metrics, "unpromised_answers", None)
+        if counter is None:
+            counter = Counter("cortex_scheduler_unpromised_answers",
+                              "Nova calls answered without an in-flight reservation because "
+                              "the reservation store failed or did not answer in time "
+                              "([scheduler] promise_failure_policy = answer).",
+                              ["service"], registry=cortex.metrics.registry)
+            cortex.metrics.unpromised_answers = counter
+    counter.labels(parsed.service).inc()
 
 
 def disbelieved_intent(metrics: Any, parsed: Any) -> None:
@@ -156,12 +196,16 @@ def _with_reservations(cortex: Any, request: Any, view: KnowledgeView,
     """``view`` with the in-flight reservations counted (Nova only; ``view`` when off or failing).
 
     A database failure here is logged and the call goes on without them, as the
-    knowledge view itself keeps serving through an outage.
+    knowledge view itself keeps serving through an outage. Reading the table (when
+    the feed does not listen) may take :data:`READ_SHARE` of the call's budget at
+    most, so that a database that hangs leaves the pipeline and the promise their time.
     """
     if request.service != "nova" or not cortex.conf.get("scheduler", "reservation_ttl"):
         return view
+    budget = cortex.conf.get("scheduler", "request_time_budget") or NO_BUDGET_WAIT
     try:
-        active = cortex.reservations.active(now)
+        with guard.deadline(budget * READ_SHARE):
+            active = cortex.reservations.active(now)
     except Exception as exc:  # noqa: BLE001 - database trouble must not fail the answer
         LOG.warning("in-flight reservations unreadable, not counted: %r", exc)
         return view

@@ -4,19 +4,29 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
+import random
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from cortex.db import guard
 from cortex.knowledge.loader import load_view, read_version
 from cortex.knowledge.network import MetadataKeys
 from cortex.knowledge.view import KnowledgeView
 
 LOG = logging.getLogger(__name__)
-MAX_BACKOFF = 30.0
+#: Default longest pause between checks while the database fails ([database]
+#: max_retry_interval): the API is back at most this long after the database is.
+MAX_BACKOFF = 1.0
+#: Seconds a view load may take before the watchdog gives up on it (~2 s at 10,000 hosts).
+LOAD_TIMEOUT = 60.0
+#: Shortest real pause of the background checker between two checks of its own.
+MIN_PAUSE = 0.5
 
 
 class KnowledgeUnavailable(RuntimeError):
@@ -24,47 +34,77 @@ class KnowledgeUnavailable(RuntimeError):
 
 
 class KnowledgeCache:
-    """Holds the current KnowledgeView; checks the version at most every ``interval`` s.
+    """Holds the current KnowledgeView; checks the version every ``interval`` s.
 
-    ``view()`` is cheap on the hot path: a clock read, and at most once per interval
-    one ``SELECT version``; the full reload runs only when the version changed, and
-    only one thread refreshes at a time (the others keep serving the current view).
-    When the database fails, the last good view keeps serving and ``last_error`` says
-    why; checks then back off exponentially (up to 30 s) so requests do not each wait
-    for a dead server. Once the last successful check is older than ``max_age``
-    seconds (0: never), or when there is no view at all, ``view()`` raises
+    ``view()`` is cheap on the hot path: a clock read and, in the foreground mode, at
+    most once per interval one ``SELECT version``; the full reload runs only when the
+    version changed, and only one thread refreshes at a time (the others keep serving
+    the current view). When the database fails, the last good view keeps serving and
+    ``last_error`` says why; checks then back off exponentially from ``interval``, up
+    to ``max_retry`` seconds with jitter (``jitter()`` in [0, 1) takes up to half of
+    the pause off, so workers do not probe in step), so the API is back at most
+    ``max_retry`` s after the database. Once the last successful check is older than
+    ``max_age`` seconds (0: never), or when there is no view at all, ``view()`` raises
     KnowledgeUnavailable. Recovery needs nothing: the next successful check clears it.
 
-    ``background``: once a view exists, a due check (and the reload it may start) runs
-    on a daemon thread of its own and the request goes on with the current view, so no
-    request waits for a reload (0.15 s at 1,000 hosts, ~2 s at 10,000). A cold cache
-    still loads inline: there is nothing else to answer from.
+    Every check is a probe of the database (:mod:`cortex.db.guard`): it waits at most
+    ``check_timeout`` s for the version (less inside a shorter request deadline), a
+    view load at most :data:`LOAD_TIMEOUT`; a success marks the database up for the
+    request path, a failure marks it down.
+
+    ``background``: a daemon thread per worker process checks the version on its own
+    schedule (every ``interval`` s, at least every :data:`MIN_PAUSE` s apart), with or
+    without requests, so the knowledge age counts from the database and not from
+    traffic: a healthy database never ages the view past ``max_age``, however quiet
+    the night. A request that finds a check due wakes the thread and goes on with the
+    current view, so no request waits for a reload (0.15 s at 1,000 hosts, ~2 s at
+    10,000). A cold cache waits for the thread's first load, within the request's
+    deadline. The thread holds the cache only weakly and ends when it is gone or
+    :meth:`close` is called.
     """
 
     def __init__(self, engine: Engine, interval: float = 1.0, max_age: float = 0.0,
                  clock: Callable[[], float] = time.monotonic,
-                 network_keys: MetadataKeys | None = None, background: bool = False) -> None:
+                 network_keys: MetadataKeys | None = None, background: bool = False,
+                 check_timeout: float = 2.0, max_retry: float = MAX_BACKOFF,
+                 jitter: Callable[[], float] = random.random) -> None:
         self._engine = engine
+        self._health = guard.health(engine) if isinstance(engine, Engine) else guard.Health()
         self._background = background
-        self._thread: threading.Thread | None = None
         self._network_keys = network_keys
         self._interval = interval
         self._max_age = max_age
         self._clock = clock
+        self._check_timeout = check_timeout
+        self._max_retry = max_retry
+        self._jitter = jitter
         self._lock = threading.Lock()
         self._view: KnowledgeView | None = None
         self._next_check = float("-inf")
         self._failures = 0
+        self._retry_in: float | None = None  # the back-off after the last failure (s)
         self.checked_at: float | None = None
         self.last_error: str | None = None
+        # the background checker: its thread, its wake-up call, and its progress
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._progress = threading.Condition()
+        self._asked = self._done = 0
+        self._checking = False
+        self._thread: threading.Thread | None = None
+        self._thread_pid: int | None = None
 
     def view(self) -> KnowledgeView:
         """The current view, refreshed if due; KnowledgeUnavailable if none is usable."""
-        if self._clock() >= self._next_check:
-            if self._background and self._view is not None:
-                self._refresh_in_background()
-            else:
-                self.refresh()
+        if self._background:
+            self._ensure_checker()
+            if self._view is None:
+                self._ask_check()
+                self._wait_first_load()
+            elif self._clock() >= self._next_check:
+                self._ask_check()
+        elif self._clock() >= self._next_check:
+            self.refresh()
         problem = self.problem()
         if problem:
             raise KnowledgeUnavailable(problem)
@@ -75,14 +115,24 @@ class KnowledgeCache:
         """The last loaded view, usable or not, without any check (metrics, dashboard)."""
         return self._view
 
+    @property
+    def max_age(self) -> float:
+        """``max_age`` (s; 0: no limit): older knowledge is not served."""
+        return self._max_age
+
+    @property
+    def database_down(self) -> str | None:
+        """Why the last check failed, while the database is down (None: it answers)."""
+        return self.last_error if self._failures else None
+
     def problem(self) -> str | None:
         """Why no view can be served now (None: the view is usable)."""
         if self._view is None:
             return self.last_error or "knowledge not loaded"
         age = self.age()
         if self._max_age and age is not None and age > self._max_age:
-            running = self._thread is not None and self._thread.is_alive()
-            why = self.last_error or ("a check is still running" if running else "not refreshed")
+            why = self.last_error or ("a check is still running" if self._checking
+                                      else "not refreshed")
             return f"knowledge is {age:.0f} s old (limit {self._max_age:g} s): {why}"
         return None
 
@@ -90,50 +140,144 @@ class KnowledgeCache:
         """Seconds since the version was last read successfully (None: never)."""
         return None if self.checked_at is None else self._clock() - self.checked_at
 
-    def _refresh_in_background(self) -> None:
-        """Start the refresh thread unless one is running (a forked child has none)."""
+    def close(self) -> None:
+        """Stop the background checker (tests, shutdown); a later view() restarts it."""
+        self._stopped.set()
+        self._wake.set()
         thread = self._thread
-        if thread is not None and thread.is_alive():
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(self._check_timeout + 5)
+        self._thread = None
+        self._stopped.clear()
+
+    def _ensure_checker(self) -> None:
+        """Start the checker thread in this process unless it runs (a forked child has none)."""
+        if self._thread_pid == os.getpid() and self._thread is not None:
             return
-        thread = threading.Thread(target=self.refresh, name="cortex-knowledge-refresh",
-                                  daemon=True)
-        self._thread = thread
-        thread.start()
+        with self._progress:
+            if self._thread_pid == os.getpid() and self._thread is not None:
+                return
+            self._thread_pid = os.getpid()
+            self._thread = threading.Thread(
+                target=_check_forever, args=(weakref.ref(self), self._wake, self._stopped),
+                name="cortex-knowledge-refresh", daemon=True)
+            self._thread.start()
+
+    def _ask_check(self) -> None:
+        """Wake the checker for a check now (it skips one that is not due)."""
+        with self._progress:
+            self._asked += 1
+        self._wake.set()
+
+    def _wait_first_load(self) -> None:
+        """Wait (within this thread's deadline, else ``check_timeout``) for a first view."""
+        left = guard.remaining()
+        until = time.monotonic() + (self._check_timeout if left is None else max(left, 0))
+        with self._progress:
+            while self._view is None and self._failures == 0:
+                if not self._progress.wait(until - time.monotonic()):
+                    break
+
+    def _checked(self, asked: int) -> None:
+        """The checker finished the checks asked for up to ``asked`` (wakes the waiters)."""
+        with self._progress:
+            self._done = max(self._done, asked)
+            self._checking = False
+            self._progress.notify_all()
+
+    def _pause(self) -> float:
+        """Real seconds the checker sleeps before its next own check.
+
+        The back-off after a failure, else the interval; at least :data:`MIN_PAUSE`.
+        """
+        retry = self._retry_in
+        return max(self._interval if retry is None else retry, MIN_PAUSE)
 
     def wait_for_refresh(self, timeout: float | None = None) -> None:
-        """Wait until a background refresh, if one is running, is done (tests, shutdown)."""
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
+        """Wait until the checks asked for so far are done (tests, shutdown)."""
+        with self._progress:
+            target = self._asked
+            self._progress.wait_for(lambda: self._done >= target or self._thread is None,
+                                    timeout)
 
-    def refresh(self, force: bool = False) -> None:
-        """Check the version now and reload when it moved (or when ``force``)."""
+    def refresh(self, force: bool = False, turn: bool = False) -> None:
+        """Check the version now and reload when it moved (or when ``force``).
+
+        Skipped while another thread refreshes (unless there is no view yet) and, unless
+        ``turn`` (the background checker's own schedule, paced in real time), while the
+        next check is not due by the cache's clock.
+
+        A probe of the database (:func:`cortex.db.guard.deadline`): the version read
+        waits at most ``check_timeout`` s (or what is left of the caller's deadline),
+        a load :data:`LOAD_TIMEOUT` s.
+        """
         # With a view to serve, a thread never waits for another's refresh; without
-        # one (a cold worker) it waits, or it would answer 503 for nothing.
-        if not self._lock.acquire(blocking=force or self._view is None):
+        # one (a cold worker) it waits, within its deadline, or it would answer 503 for
+        # nothing.
+        if force or self._view is None:
+            left = guard.remaining()
+            acquired = self._lock.acquire(timeout=-1 if left is None else max(left, 0))
+        else:
+            acquired = self._lock.acquire(blocking=False)
+        if not acquired:
             return
         try:
-            if not force and self._view is not None and self._clock() < self._next_check:
+            if not (force or turn) and self._view is not None \
+                    and self._clock() < self._next_check:
                 return
             current = self._view
-            if force or current is None or read_version(self._engine) != current.version:
-                self._view = load_view(self._engine, previous=current,
-                                       network_keys=self._network_keys)
+            with guard.deadline(self._check_timeout, probe=True):
+                moved = force or current is None or read_version(self._engine) != current.version
+            if moved:
+                with guard.deadline(LOAD_TIMEOUT, probe=True, detach=True):
+                    view = load_view(self._engine, previous=current,
+                                     network_keys=self._network_keys)
+                with self._progress:
+                    self._view = view
                 LOG.info("knowledge view loaded: version %d, %d hosts",
-                         self._view.version, len(self._view.hosts))
+                         view.version, len(view.hosts))
                 settle_garbage_collector()
             self.checked_at = self._clock()
+            if self._failures:
+                LOG.warning("knowledge check succeeds again after %d failures", self._failures)
             self._failures, self.last_error = 0, None
             self._next_check = self.checked_at + self._interval
+            self._retry_in = None
+            self._health.mark_up()
         except SQLAlchemyError as exc:
             self._failures += 1
             self.last_error = f"database unreachable: {type(exc).__name__}"
-            backoff = min(MAX_BACKOFF, self._interval * 2 ** self._failures)
+            self._health.mark_down(self.last_error)
+            base = min(self._max_retry, max(self._interval, 0.1) * 2 ** self._failures)
+            backoff = base * (1 - self._jitter() / 2)
             self._next_check = self._clock() + backoff
+            self._retry_in = backoff
             LOG.warning("knowledge refresh failed (%s); next try in %.1f s",
                         type(exc).__name__, backoff)
         finally:
             self._lock.release()
+            with self._progress:
+                self._progress.notify_all()
+
+
+def _check_forever(ref: weakref.ref, wake: threading.Event, stopped: threading.Event) -> None:
+    """The background checker of the cache ``ref`` points to, until it is gone or closed."""
+    while not stopped.is_set():
+        cache: KnowledgeCache | None = ref()
+        if cache is None:
+            return
+        with cache._progress:
+            asked = cache._asked
+            cache._checking = True
+        try:
+            cache.refresh(turn=True)
+        except Exception:  # noqa: BLE001 - the checker must outlive any failure
+            LOG.exception("knowledge check failed")
+        cache._checked(asked)
+        pause = cache._pause()
+        del cache
+        wake.wait(pause)
+        wake.clear()
 
 
 def settle_garbage_collector() -> None:

@@ -7,7 +7,7 @@ from sqlalchemy.exc import OperationalError
 
 from cortex.knowledge import cache as cache_module
 from cortex.knowledge.cache import KnowledgeCache, KnowledgeUnavailable
-from tests.waiting import DEADLINE
+from tests.waiting import DEADLINE, wait_until
 
 
 class Clock:
@@ -79,22 +79,55 @@ def test_no_view_at_all_raises(counted):
 
 def test_too_old_view_is_refused_and_checks_back_off(counted):
     clock = Clock()
-    cache = KnowledgeCache(engine=None, interval=1.0, max_age=10.0, clock=clock)
+    cache = KnowledgeCache(engine=None, interval=0.25, max_age=10.0, clock=clock,
+                           jitter=lambda: 0.0)
     cache.view()
     counted["fail"] = True
     clock.now = 1.0
-    cache.view()                      # failure 1: next check in 2 s
-    clock.now = 2.0
+    cache.view()                      # failure 1: next check in 0.5 s
+    counted["fail"] = False
+    clock.now = 1.4
     cache.view()
     assert counted["version"] == 0    # backing off: no query at all
-    clock.now = 3.5
-    cache.view()                      # failure 2: next check in 4 s
+    counted["fail"] = True
+    clock.now = 1.5
+    cache.view()                      # failure 2: next check in 1 s (the cap)
     clock.now = 11.0
     with pytest.raises(KnowledgeUnavailable, match="knowledge is 11 s old"):
         cache.view()
     counted["fail"] = False
     clock.now = 20.0
     assert cache.view() is not None and cache.problem() is None
+
+
+def test_back_off_is_capped_so_recovery_takes_at_most_max_retry(counted):
+    clock = Clock()
+    cache = KnowledgeCache(engine=None, interval=1.0, clock=clock, max_retry=1.0,
+                           jitter=lambda: 0.0)
+    cache.view()
+    counted["fail"] = True
+    for _ in range(20):               # a long outage: twenty failed checks
+        clock.now += 30
+        cache.view()
+    counted["fail"] = False           # the database is back
+    clock.now += 1.0                  # before: the next check came up to 30 s later
+    cache.view()
+    assert counted["version"] == 1 and cache.last_error is None
+
+
+def test_jitter_spreads_the_retries_of_the_workers(counted):
+    pauses = []
+    for jitter in (0.0, 0.5, 0.999):
+        clock = Clock()
+        cache = KnowledgeCache(engine=None, interval=1.0, clock=clock, max_retry=1.0,
+                               jitter=lambda j=jitter: j)
+        cache.view()
+        counted["fail"] = True
+        clock.now = 5.0
+        cache.view()
+        counted["fail"] = False
+        pauses.append(cache._next_check - clock.now)
+    assert pauses == sorted(pauses, reverse=True) and pauses[0] == 1.0 and pauses[-1] > 0.5
 
 
 class WatchedLock:
@@ -185,3 +218,17 @@ def test_background_reload_answers_from_the_current_view_meanwhile(counted):
     finally:
         cache_module.load_view = real_load
     assert counted["load"] == 2 and cache.view() is not first
+
+
+def test_background_checker_keeps_the_age_current_without_requests(counted):
+    clock = Clock()
+    cache = KnowledgeCache(engine=None, interval=1.0, max_age=10.0, clock=clock,
+                           background=True)
+    try:
+        cache.view()                                       # starts the checker
+        checks = counted["version"]
+        clock.now = 3600.0                                 # an hour without a request
+        wait_until(lambda: counted["version"] > checks, what="a check of the checker's own")
+        assert cache.age() < 10 and cache.problem() is None
+    finally:
+        cache.close()
