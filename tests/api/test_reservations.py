@@ -10,6 +10,7 @@ from cortex.db import models
 from tests.api.conftest import make_conf
 from tests.api.test_contract import post
 from tests.fakes import nova_body
+from tests.waiting import DEADLINE
 
 HOST = "cmp0007"  # nearly full: three of FLAVOR fit (tests/functional/test_reservations.py)
 FLAVOR = {"vcpus": 2, "memory_mb": 3072, "root_gb": 40}
@@ -23,7 +24,8 @@ def reserving(engine, database_url):
     app = create_app(make_conf(**{"database.connection": database_url,
                                   "database.knowledge_check_interval": 0.0,
                                   "scheduler.reservation_ttl": 600.0}), engine=engine)
-    app.extensions["cortex"].reservations.refresh()  # the feed may not have seen the delete
+    # the feed may not have seen the delete yet: wait until it has (False: it never did)
+    assert app.extensions["cortex"].reservations.refresh(DEADLINE)
     yield app
     app.extensions["cortex"].decisions.close()
     with engine.begin() as connection:

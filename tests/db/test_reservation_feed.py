@@ -48,7 +48,7 @@ def feeding(postgres, now):
     store = ReservationStore(postgres, feed=True)
     store.active(now)  # starts the listener
     assert eventually(lambda: store._feed.current() is not None), "the feed never went live"
-    assert store.refresh()
+    assert store.refresh(DEADLINE)
     yield store
     with postgres.begin() as connection:
         connection.execute(delete(models.InflightReservation))
@@ -101,7 +101,7 @@ def test_own_promises_count_at_once(feeding, now):
     # The first promise's own NOTIFY applied before the second: applied after it, it
     # would briefly put "mine" back in place of "again" (a later change of the same
     # instance); what this test checks is the count before any NOTIFY came back.
-    assert feeding.refresh()
+    assert feeding.refresh(DEADLINE)
     again = feeding.promise("h2", now, lambda _: reservation("again", now, "h2",
                                                              instance_uuid="i1"))
     assert list(feeding.active(now)) == [again]  # the same instance: replaced, as in the table
@@ -127,7 +127,7 @@ def test_without_its_connection_the_feed_hands_over_to_the_table(feeding, postgr
     finally:
         back.set()
     assert eventually(lambda: feeding._feed.current() is not None), "the feed did not come back"
-    assert feeding.refresh() and [r.id for r in feeding._feed.current()] == ["while-down"]
+    assert feeding.refresh(DEADLINE) and [r.id for r in feeding._feed.current()] == ["while-down"]
     assert listening_gauge(feeding) == 1
 
 
@@ -171,16 +171,16 @@ def test_an_own_promise_announced_and_replaced_meanwhile_is_not_added_back(feedi
     write(postgres, insert(models.InflightReservation).values(
         row("first", now) | {"instance_uuid": "i7"}))
     write(postgres, delete(models.InflightReservation))
-    assert feeding.refresh()
+    assert feeding.refresh(DEADLINE)
     feeding._feed.add(first)  # late: its insert and its delete were already applied
     assert list(feeding.active(now)) == []
 
 
 def test_a_truncate_reloads(feeding, postgres, now):
     write(postgres, insert(models.InflightReservation).values(row("kept", now)))
-    assert feeding.refresh() and [r.id for r in feeding.active(now)] == ["kept"]
+    assert feeding.refresh(DEADLINE) and [r.id for r in feeding.active(now)] == ["kept"]
     write(postgres, text("TRUNCATE inflight_reservations"))
-    assert feeding.refresh() and list(feeding.active(now)) == []
+    assert feeding.refresh(DEADLINE) and list(feeding.active(now)) == []
 
 
 def test_without_a_feed_there_is_no_gauge(engine):
