@@ -68,6 +68,12 @@ class ApiMetrics:
         self.decisions_dropped = Counter(
             "cortex_decisions_dropped", "Decision records dropped (queue full or write failed).",
             registry=self.registry)
+        self.decisions_unstorable = Counter(
+            "cortex_decisions_unstorable",
+            "Decision records the database refused as built (a NUL, a lone surrogate, a "
+            "number it cannot hold); each was written again sanitised, or dropped and "
+            "counted in cortex_decisions_dropped too. Its batch-mates are written.",
+            registry=self.registry)
         self.decision_queue_depth = Gauge(
             "cortex_decision_queue_depth", "Decision records waiting to be written.",
             registry=self.registry, multiprocess_mode="livesum")

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, delete, func, insert, select, text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from cortex.db.engine import NO_WAIT_FOR_FLUSH
 from cortex.db.models import Decision
@@ -30,7 +30,12 @@ class DecisionWriter:
 
     ``submit(record)`` never blocks: when ``maxsize`` records are already waiting the
     record is dropped and ``on_drop()`` is called (a metric); it is called once per
-    record of a batch that could not be written, too. ``on_handled(n)`` is called from
+    record of a batch that could not be written, too. A batch the database refuses for
+    its content (not for being down) is written again record by record, so one bad
+    record (a NUL, a lone surrogate, a number PostgreSQL cannot hold) never takes its
+    batch-mates with it: a refused record is written once more as :func:`storable`
+    makes it, ``on_unstorable()`` is called for it (a metric) and it is logged; only if
+    that is refused too is it dropped. ``on_handled(n)`` is called from
     the writer thread with the number of records of each batch taken off the queue,
     written or not (a queue-depth gauge that works across processes). ``close()`` flushes what
     is queued (graceful shutdown). With ``retention_days``, decisions older than that
@@ -41,8 +46,10 @@ class DecisionWriter:
     def __init__(self, engine: Engine, maxsize: int = 10000, batch: int = 200,
                  on_drop: Callable[[], None] = lambda: None,
                  retention_days: float | None = None, prune_every: float = 3600.0,
-                 on_handled: Callable[[int], None] = lambda n: None) -> None:
+                 on_handled: Callable[[int], None] = lambda n: None,
+                 on_unstorable: Callable[[], None] = lambda: None) -> None:
         self._engine = engine
+        self._on_unstorable = on_unstorable
         self._retention_days = retention_days
         self._prune_every = prune_every
         self._pruned_at = float("-inf")
@@ -119,21 +126,99 @@ class DecisionWriter:
             LOG.error("could not prune decisions: %s", type(exc).__name__)
 
     def _write(self, batch: list) -> None:
-        """Insert ``batch``; a database error loses the batch, logged, never raised."""
+        """Insert ``batch``; what cannot be written is logged and counted, never raised.
+
+        A database that is down or hung loses the batch (one error, no retries that would
+        each wait for it). A batch refused for its content is written record by record
+        (:meth:`_write_one`).
+        """
         if not batch:
             return
         try:
-            rows = [item | {"record": compact_record(item["record"])} for item in batch]
-            with self._engine.begin() as connection:
-                if connection.dialect.name == "postgresql":
-                    connection.execute(_NO_WAIT_FOR_FLUSH)
-                connection.execute(insert(Decision), rows)
+            self._insert(batch)
             self.written += len(batch)
+            return
         except SQLAlchemyError as exc:
-            self.dropped += len(batch)
-            for _ in batch:
-                self._on_drop()
-            LOG.error("could not write %d decisions: %s", len(batch), type(exc).__name__)
+            if _unreachable(exc):
+                self._drop(len(batch), f"could not write {len(batch)} decisions: "
+                                       f"{type(exc).__name__}")
+                return
+        except (TypeError, ValueError):  # a value the JSON encoder refuses
+            pass
+        for item in batch:
+            self._write_one(item)
+
+    def _write_one(self, item: Mapping[str, Any]) -> None:
+        """Insert one record; if refused, once more as :func:`storable` makes it."""
+        try:
+            self._insert([item])
+            self.written += 1
+            return
+        except SQLAlchemyError as exc:
+            if _unreachable(exc):
+                self._drop(1, f"could not write decision {item.get('id')}: "
+                              f"{type(exc).__name__}")
+                return
+            reason = type(exc).__name__
+        except (TypeError, ValueError) as exc:
+            reason = type(exc).__name__
+        self._on_unstorable()
+        try:
+            self._insert([storable(item)])
+            self.written += 1
+            LOG.warning("decision %s refused by the database as built (%s): stored with "
+                        "NUL, lone surrogates and non-finite numbers replaced",
+                        item.get("id"), reason)
+        except (SQLAlchemyError, TypeError, ValueError) as exc:
+            self._drop(1, f"could not write decision {item.get('id')} even sanitised: "
+                          f"{type(exc).__name__} (first: {reason})")
+
+    def _insert(self, batch: list) -> None:
+        """One transaction inserting ``batch`` (records compacted)."""
+        rows = [item | {"record": compact_record(item["record"])} for item in batch]
+        with self._engine.begin() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(_NO_WAIT_FOR_FLUSH)
+            connection.execute(insert(Decision), rows)
+
+    def _drop(self, count: int, message: str) -> None:
+        """Count ``count`` records as dropped and log ``message``."""
+        self.dropped += count
+        for _ in range(count):
+            self._on_drop()
+        LOG.error("%s", message)
+
+
+def _unreachable(exc: SQLAlchemyError) -> bool:
+    """Whether ``exc`` says the database is down or the connection broke (not the data)."""
+    return isinstance(exc, DBAPIError) and (
+        exc.connection_invalidated or type(exc).__name__ in ("OperationalError",
+                                                             "InterfaceError"))
+
+
+#: Characters PostgreSQL cannot hold in text or jsonb: NUL and (not UTF-8) lone surrogates.
+_UNSTORABLE = str.maketrans({0: "\ufffd", **{c: "\ufffd" for c in range(0xD800, 0xE000)}})
+
+
+def storable(value: Any) -> Any:
+    """``value`` (a decision row or record) with what PostgreSQL refuses replaced.
+
+    In every str, keys included: NUL and lone surrogates become U+FFFD (the Unicode
+    replacement character). A float that is not finite becomes None (JSON has no
+    infinity); an integer beyond 64 bits becomes its decimal string. Other values are
+    kept; datetimes and other column values pass through. Returns a new structure.
+    """
+    if isinstance(value, str):
+        return value.translate(_UNSTORABLE)
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [storable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if type(value) is int and value.bit_length() > 63:
+        return str(value)
+    return value
 
 
 #: ``record["format"]`` of a record stored by :func:`compact_record`; records without
@@ -240,12 +325,59 @@ def _removed(steps: list[Mapping[str, Any]]) -> set[str]:
 
 
 def _as_document(row: Decision) -> dict[str, Any]:
-    """The API document of a decision row: its record plus the indexed columns."""
-    document = expand_record(row.record)
+    """The API document of a decision row: its record plus the indexed columns.
+
+    A record that cannot be read whole (a null or odd value where a number belongs,
+    lists of different lengths: written before input was checked, or by hand) gives a
+    document without its per-host parts, flagged ``damaged``
+    (:func:`_damaged_document`), never an error.
+    """
+    try:
+        document = expand_record(row.record)
+        _check_numbers(document)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        LOG.warning("decision %s: stored record unreadable (%s: %s); answered without "
+                    "its steps and weights", row.id, type(exc).__name__, str(exc)[:200])
+        document = _damaged_document(row.record, exc)
     document.update(id=row.id, created_at=row.created_at.isoformat(), service=row.service,
                     pipeline=row.pipeline, request_id=row.request_id,
                     global_request_id=row.global_request_id, resource_id=row.resource_id,
                     intent=row.intent, outcome=row.outcome, duration_ms=row.duration_ms)
+    return document
+
+
+def _check_numbers(document: Mapping[str, Any]) -> None:
+    """Raise TypeError unless ``weights`` and ``final_weights`` are maps of finite numbers.
+
+    Either may be absent (a call rejected before its pipeline ran).
+    """
+    for key in ("weights", "final_weights"):
+        values = document.get(key)
+        if values is None:
+            continue
+        if not isinstance(values, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                for v in values.values()):
+            raise TypeError(f"{key} is not a map of finite numbers")
+
+
+def _damaged_document(stored: Any, exc: Exception) -> dict[str, Any]:
+    """What can be shown of a record that cannot be read whole.
+
+    Keeps the record's lists of host names (``hosts``, ``result``, ``unknown_hosts``) when
+    they are lists of str, and ``status``, ``detail``, ``api_request_id``,
+    ``knowledge_version``; ``steps`` is empty and ``damaged`` says why.
+    """
+    stored = stored if isinstance(stored, Mapping) else {}
+    document: dict[str, Any] = {"steps": [], "damaged": f"the stored record cannot be read "
+                                f"whole ({type(exc).__name__}); steps and weights left out"}
+    for key in ("hosts", "result", "unknown_hosts"):
+        value = stored.get(key)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            document[key] = value
+    for key in ("status", "detail", "api_request_id", "knowledge_version"):
+        if isinstance(stored.get(key), (str, int)) and not isinstance(stored.get(key), bool):
+            document[key] = stored[key]
     return document
 
 
