@@ -24,6 +24,7 @@ from cortex.api import ui
 from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
 from cortex.api.freshness import healthcheck_detail, knowledge_health, sync_ages
+from cortex.api.guard import BodyGuard
 from cortex.api.metrics import ApiMetrics, KnowledgeCollector, ReservationFeedCollector
 from cortex.api.network import list_reservations, show_network_topology
 from cortex.api.scheduler import external
@@ -63,10 +64,15 @@ class Services:
 
 
 def version_document():
-    """``GET /``: the API versions (OpenStack version discovery shape)."""
+    """``GET /``: the API versions (OpenStack version discovery shape).
+
+    The links start with ``[api] public_url`` when set, else they are absolute paths
+    (``/v1``); never with the request's Host header, which any client can forge.
+    """
+    base = current_app.extensions["cortex"].conf.get("api", "public_url").rstrip("/")
     return jsonify(versions=[{
         "id": "v1", "status": "CURRENT", "min_version": "1.0", "max_version": "1.0",
-        "links": [{"rel": "self", "href": request.host_url.rstrip("/") + "/v1"}]}],
+        "links": [{"rel": "self", "href": f"{base}/v1"}]}],
         name="cortex", version=cortex.__version__)
 
 
@@ -78,8 +84,11 @@ def healthcheck():
     :func:`cortex.api.freshness.knowledge_health`); 200 while they answer. Never waits
     for the database longer than ``[database] check_timeout``. While the database is
     unreachable and the knowledge still young enough, ``X-Cortex-Degraded`` says so.
+    ``?detail=1`` (per-source sync ages) needs the reader role: 401/403 otherwise.
     """
     services = current_app.extensions["cortex"]
+    if request.args.get("detail"):
+        services.authorizer.authorize("reader")
     status, text, degraded = knowledge_health(services.knowledge,
                                               services.conf.get("database", "check_timeout"))
     if request.method == "HEAD" and status == 200:
@@ -107,11 +116,16 @@ def metrics():
 
 
 def list_decisions():
-    """``GET /v1/decisions?resource_id=&request_id=&limit=``: newest first."""
+    """``GET /v1/decisions?resource_id=&request_id=&limit=``: newest first.
+
+    ``limit`` is 1 to 1000 (default 20); another value is a 400, never clamped.
+    """
     try:
-        limit = min(max(int(request.args.get("limit", 20)), 1), 1000)
+        limit = int(request.args.get("limit", 20))
     except ValueError:
         raise ApiError(400, "limit must be an integer") from None
+    if not 1 <= limit <= 1000:
+        raise ApiError(400, f"limit must be between 1 and 1000, not {limit}")
     store = current_app.extensions["cortex"].decision_store
     return jsonify(decisions=store.find(resource_id=request.args.get("resource_id"),
                                         request_id=request.args.get("request_id"), limit=limit))
@@ -138,7 +152,7 @@ ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
     "/": {"GET": (version_document, "public")},
     "/healthcheck": {"GET": (healthcheck, "public"), "HEAD": (healthcheck, "public")},
     "/openapi.json": {"GET": (openapi_document, "public")},
-    "/metrics": {"GET": (metrics, "public")},
+    "/metrics": {"GET": (metrics, "metrics")},
     "/scheduler/nova/external": {"POST": (partial(external, "nova"), "external")},
     "/scheduler/cinder/external": {"POST": (partial(external, "cinder"), "external")},
     "/scheduler/manila/external": {"POST": (partial(external, "manila"), "external")},
@@ -193,7 +207,8 @@ def create_app(conf: Config, engine: Engine | None = None,
     writer = DecisionWriter(engine, conf.get("scheduler", "decision_queue_size"),
                             on_drop=app_metrics.decisions_dropped.inc,
                             retention_days=conf.get("scheduler", "decision_retention_days"),
-                            on_handled=app_metrics.decision_queue_depth.dec)
+                            on_handled=app_metrics.decision_queue_depth.dec,
+                            on_unstorable=app_metrics.decisions_unstorable.inc)
     atexit.register(writer.close)
     parsers = dict(PARSERS, nova=partial(NovaRequest.from_body, devices=_device_catalog(conf)))
     knowledge = KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
@@ -224,6 +239,7 @@ def create_app(conf: Config, engine: Engine | None = None,
     app.register_error_handler(Exception, _unexpected)
     if authorizer.strategy == "keystone":
         app.wsgi_app = keystone_middleware(app.wsgi_app, conf)
+    app.wsgi_app = BodyGuard(app.wsgi_app, conf.get("api", "max_body_bytes"))  # 408, 413
     knowledge.refresh()  # warm; a failure is retried per request
     _warn_at_start(conf, knowledge)
     return app

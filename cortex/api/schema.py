@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import re
+import sys
 from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import Any
@@ -31,6 +33,14 @@ _ENVELOPE_DATA_KEYS = frozenset({"nova_object.data", "versioned_object.data"})
 _DATA_KEYWORDS = frozenset({"const", "default", "enum", "example", "examples"})
 _MAX_REPR = 80
 _MAX_MESSAGE = 300
+#: Characters no name (host, hypervisor host, weight key, request id) may hold: C0 and C1
+#: controls with DEL (the document's ``NAME_PATTERN``), and lone surrogates, which the
+#: JSON text can spell (``"\\ud800"``) but UTF-8 and PostgreSQL cannot store. json.loads
+#: joins every valid surrogate pair, so a surrogate left in a decoded str is a lone one.
+_NOT_IN_NAMES = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+#: Bits of the largest integer a JSON number may hold here: a double's range (RFC 8259
+#: section 6: beyond it, implementations disagree on the value).
+_MAX_INT_BITS = sys.float_info.max_exp  # 1024: |n| < 2**1024 ~ 1.8e308
 
 
 @functools.cache
@@ -95,10 +105,10 @@ class RequestValidator:
             raise ValueError(f"unknown service {service!r}, expected one of {SERVICES}") from None
         try:
             if fast(body):
-                return []
+                return poison_errors(body)
         except ValueError:  # not convertible to Rust's JSON values: let jsonschema judge
             pass
-        return _messages(validator.iter_errors(body))
+        return _messages(validator.iter_errors(body)) or poison_errors(body)
 
     def response_errors(self, body: object) -> list[str]:
         """Return why ``body`` is not an answer the callers accept; ``[]`` if it is.
@@ -112,9 +122,116 @@ class RequestValidator:
     def topology_errors(self, body: object) -> list[str]:
         """Return why ``body`` is not a ``TopologyReport`` (``POST /v1/topology/<host>``).
 
-        Same message format as :meth:`errors`; ``[]`` when it is one.
+        Same message format as :meth:`errors`; ``[]`` when it is one. Numbers out of a
+        double's range are refused as in :func:`poison_errors`.
         """
-        return _messages(self._topology.iter_errors(body))
+        return _messages(self._topology.iter_errors(body)) or poison_errors(body)
+
+
+def name_error(name: str) -> str | None:
+    """Why ``name`` (a host name, a request id) is refused, or None when it is fine.
+
+    Refused: C0/C1 control characters and DEL (NUL among them: PostgreSQL text cannot
+    hold it) and lone surrogates (not UTF-8). The message names the code point.
+    """
+    found = _NOT_IN_NAMES.search(name)
+    if found is None:
+        return None
+    return f"holds the character U+{ord(found.group()):04X} (control or lone surrogate)"
+
+
+def poison_errors(body: object) -> list[str]:
+    """What a schema-valid body holds that no caller can mean; ``[]`` when nothing.
+
+    - a number that is not finite: ``1e999`` and ``-1e999`` (json.loads makes them
+      infinities; ``NaN``/``Infinity`` are not JSON and fail earlier), or an integer of
+      2**1024 or more in magnitude (beyond a double: a weight of 401 digits, which
+      ``float()`` cannot take);
+    - in a name: the candidates' ``host`` and ``hypervisor_hostname``, the ``weights``
+      keys, ``context.request_id`` and ``context.global_request_id``, a lone surrogate
+      (control characters there already fail the document's name pattern).
+
+    Messages name the place (``weights.cmp0001: ...``), at most :data:`MAX_MESSAGES`.
+    About 1.5 ms for a 1,000-host Nova body. Any other string may hold anything:
+    the decision writer stores NUL and lone surrogates as U+FFFD
+    (:func:`cortex.knowledge.decisions.storable`).
+    """
+    messages = _bad_numbers(body)
+    if isinstance(body, dict) and _NOT_IN_NAMES.search("".join(_names(body))):
+        for where, name in _named(body):  # only when some name is bad: say which
+            problem = name_error(name)
+            if problem:
+                messages.append(f"{where}: {name[:_MAX_REPR]!r} {problem}")
+    return messages[:MAX_MESSAGES]
+
+
+def _names(body: dict) -> list[str]:
+    """Every str name :func:`poison_errors` checks in ``body``, without places (fast)."""
+    hosts = body.get("hosts")
+    candidates = [c for c in (hosts if isinstance(hosts, list) else ()) if isinstance(c, dict)]
+    weights = body.get("weights")
+    context = body.get("context")
+    names = [c.get("host") for c in candidates]
+    names += [c.get("hypervisor_hostname") for c in candidates]
+    names += list(weights) if isinstance(weights, dict) else []
+    if isinstance(context, dict):
+        names += [context.get("request_id"), context.get("global_request_id")]
+    return [name for name in names if isinstance(name, str)]
+
+
+def _named(body: dict) -> list[tuple[str, str]]:
+    """``(where, name)`` for the names of :func:`_names`."""
+    places: list[tuple[str, object]] = []
+    hosts = body.get("hosts")
+    for index, candidate in enumerate(hosts if isinstance(hosts, list) else ()):
+        if isinstance(candidate, dict):
+            places += [(f"hosts[{index}].{key}", candidate.get(key))
+                       for key in ("host", "hypervisor_hostname")]
+    weights = body.get("weights")
+    places += [("weights", key) for key in (weights if isinstance(weights, dict) else ())]
+    context = body.get("context")
+    if isinstance(context, dict):
+        places += [(f"context.{key}", context.get(key))
+                   for key in ("request_id", "global_request_id")]
+    return [(where, name) for where, name in places if isinstance(name, str)]
+
+
+def _bad_numbers(body: object) -> list[str]:
+    """Messages for the non-finite floats and too large integers in ``body``.
+
+    A first walk without paths decides (the common case: nothing found); only then a
+    second one finds where.
+    """
+    stack = [body]
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        if kind is dict:
+            stack.extend(value.values())  # type: ignore[union-attr]
+        elif kind is list:
+            stack.extend(value)  # type: ignore[arg-type]
+        elif (kind is float and value - value != 0.0  # inf - inf and nan - nan are nan
+              or kind is int and value.bit_length() > _MAX_INT_BITS):  # type: ignore[union-attr]
+            return _number_messages(body)
+    return []
+
+
+def _number_messages(body: object) -> list[str]:
+    """:func:`_bad_numbers`'s messages, with the path of each value."""
+    pending: list[tuple[object, tuple[str | int, ...]]] = [(body, ())]
+    found: list[str] = []
+    while pending and len(found) < MAX_MESSAGES:
+        value, path = pending.pop()
+        if isinstance(value, dict):
+            pending.extend((v, (*path, k)) for k, v in value.items())
+        elif isinstance(value, list):
+            pending.extend((v, (*path, i)) for i, v in enumerate(value))
+        elif isinstance(value, float) and value - value != 0.0:
+            found.append(f"{_where(list(path))}: {value!r} is not a finite number")
+        elif type(value) is int and value.bit_length() > _MAX_INT_BITS:
+            found.append(f"{_where(list(path))}: an integer of {len(str(abs(value)))} "
+                         "digits is beyond a double's range")
+    return found
 
 
 def _compiled(document: dict, pointer: str) -> Callable[[Any], bool]:

@@ -9,6 +9,7 @@ from sqlalchemy.exc import DataError, SQLAlchemyError
 
 from cortex.api.errors import ApiError
 from cortex.api.scheduler import read_json_body
+from cortex.api.schema import name_error
 from cortex.knowledge.topology_store import TopologyError, read_reports, store_report
 
 MAX_HOST = 255
@@ -17,12 +18,19 @@ MAX_HOST = 255
 def post_topology(host: str):
     """``POST /v1/topology/<host>``: validate, check, store with the arrival time; 200.
 
-    400 for a body that is not a ``TopologyReport``, names another host or is
-    inconsistent (nothing is stored); 503 when the database fails.
+    403 when an agent reports for another host than its own (its static token's NAME,
+    its Keystone user name; :meth:`cortex.api.auth.Authorizer.authorize_host`), before
+    the body is read. 400 for a host name with control characters or over
+    :data:`MAX_HOST` characters, a body that is not a ``TopologyReport``, names another
+    host or is inconsistent (nothing is stored); 503 when the database fails.
     """
     services = current_app.extensions["cortex"]
+    services.authorizer.authorize_host(host)
     if len(host) > MAX_HOST:
         raise ApiError(400, f"host name longer than {MAX_HOST} characters")
+    problem = name_error(host)
+    if problem:
+        raise ApiError(400, f"host name {problem}")
     body = read_json_body(services.conf.get("api", "max_body_bytes"))
     errors = services.validator.topology_errors(body)
     if errors:
