@@ -254,9 +254,9 @@ def guard_engine(engine: Engine, ping: bool = True) -> None:
     @event.listens_for(engine, "do_connect")
     def _connect(_dialect, _record, _cargs, cparams) -> None:
         _admit(state)
-        _local.admitted = True  # the checkout of this new connection follows: no second trial
         left = remaining()
         if left is not None:
+            _local.admitted = True  # this new connection's checkout follows: no second trial
             cparams["connect_timeout"] = max(1, min(int(cparams.get("connect_timeout") or 60),
                                                     math.ceil(left)))
 
