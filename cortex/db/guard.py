@@ -36,8 +36,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Engine, event
 from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
@@ -236,6 +239,53 @@ class _Watchdog:
 
 
 WATCHDOG = _Watchdog()
+
+
+class _Connector:
+    """Opens connections on helper threads, so that a caller waits only its deadline.
+
+    psycopg waits at least 2 s for a connection (libpq's rule for ``connect_timeout``)
+    and a connection being opened has no socket the watchdog could shut: inside a
+    :func:`deadline` the connect runs on one of :data:`CONNECT_THREADS` threads and the
+    caller waits for it until its deadline; one still running then is closed when it
+    completes, and the database is marked down.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pid: int | None = None
+
+    def connect(self, dialect: Any, cargs: Any, cparams: dict, state: Health) -> Any:
+        """A new DBAPI connection of ``dialect``, or DatabaseUnavailable at the deadline."""
+        with self._lock:
+            if self._pid != os.getpid():  # first use, or a forked child: no threads yet
+                self._pid = os.getpid()
+                self._pool = ThreadPoolExecutor(CONNECT_THREADS,
+                                                thread_name_prefix="cortex-db-connect")
+            future = self._pool.submit(dialect.connect, *cargs, **cparams)
+        try:
+            return future.result(timeout=max(remaining() or 0.0, 0.0))
+        except FutureTimeout:
+            future.add_done_callback(_close_late)
+            state.mark_down("no connection within the time allowed")
+            raise DatabaseUnavailable("no connection within the time allowed") from None
+
+
+#: Threads per process that open connections for callers inside a deadline.
+CONNECT_THREADS = 4
+
+
+def _close_late(future: Future) -> None:
+    """Close a connection whose caller gave up waiting for it."""
+    if not future.cancelled() and future.exception() is None:
+        try:
+            future.result().close()
+        except Exception:  # noqa: BLE001 - nothing to do about it
+            pass
+
+
+CONNECTOR = _Connector()
 _WATCH_KEY = "cortex.watch"
 
 
@@ -246,19 +296,18 @@ def guard_engine(engine: Engine, ping: bool = True) -> None:
     (and not due for a trial) or a deadline already passed raises DatabaseUnavailable;
     else the connection's socket is watched until checkin, and ``ping`` checks it
     first (``pool_pre_ping``, which SQLAlchemy would run before any listener, unwatched).
-    New connections inside a deadline get ``connect_timeout`` cut to the time left
-    (psycopg's floor is 2 s).
+    New connections inside a deadline are opened by :data:`CONNECTOR`, waited for
+    until the deadline only.
     """
     state = health(engine)
 
     @event.listens_for(engine, "do_connect")
-    def _connect(_dialect, _record, _cargs, cparams) -> None:
+    def _connect(dialect, _record, cargs, cparams) -> Any:
         _admit(state)
-        left = remaining()
-        if left is not None:
-            _local.admitted = True  # this new connection's checkout follows: no second trial
-            cparams["connect_timeout"] = max(1, min(int(cparams.get("connect_timeout") or 60),
-                                                    math.ceil(left)))
+        if remaining() is None:
+            return None  # SQLAlchemy connects as usual
+        _local.admitted = True  # this new connection's checkout follows: no second trial
+        return CONNECTOR.connect(dialect, cargs, cparams, state)
 
     @event.listens_for(engine, "checkout")
     def _checkout(dbapi_connection, record, _proxy) -> None:

@@ -252,7 +252,8 @@ class ReservationStore:
         reservation is a short-lived hint that Placement's claim backs, and a server
         crash may lose the last moment's of them, not corrupt anything (PostgreSQL's
         ``synchronous_commit = off``). A database error raises psycopg's exception; a
-        connection that broke is discarded when the pool fails to reset it.
+        connection that broke (the server went, or :mod:`cortex.db.guard`'s watchdog
+        shut it at the call's deadline) is discarded.
         """
         with self._engine.connect() as connection:
             raw = connection.connection.driver_connection
@@ -276,6 +277,8 @@ class ReservationStore:
             except BaseException:
                 if not raw.closed:
                     raw.rollback()
+                else:  # lost (the watchdog shut it): discard it, no reset on return
+                    connection.invalidate()
                 raise
 
     def prune(self, now: datetime) -> int:
