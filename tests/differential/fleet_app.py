@@ -20,6 +20,19 @@ from cortex.db import migrate
 from cortex.db.engine import make_engine
 from cortex.knowledge.fleet import import_fleet
 
+#: The differential's pipeline: the filters that stand in for Nova's NUMATopologyFilter and
+#: PciPassthroughFilter, and the trait filter (the bodies carry Nova's pre-filter traits).
+STEPS = ("filter_has_requested_traits", "filter_gpu_capacity", "filter_numa_topology",
+         "filter_pci_numa_affinity")
+#: Cortex's ``[gpu] pci_alias``: the aliases nova_side.py configures in Nova's ``[pci] alias``.
+ALIASES = [{"name": "h100", "vendor_id": "10de", "product_id": "2330"},
+           {"name": "a100", "vendor_id": "10de", "product_id": "20b5"},
+           {"name": "l40s", "vendor_id": "10de", "product_id": "26b9",
+            "numa_policy": "required"},
+           {"name": "nic", "vendor_id": "8086", "product_id": "1520", "numa_policy": "socket"},
+           {"name": "pf", "vendor_id": "8086", "product_id": "1572", "device_type": "type-PF",
+            "numa_policy": "preferred"}]
+
 
 def fleet_host(name: str, report: Mapping[str, Any], index: int = 0, cpu_ratio: float = 1.0,
                ram_ratio: float = 1.0, traits: Sequence[str] = ()) -> dict[str, Any]:

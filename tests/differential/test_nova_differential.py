@@ -6,7 +6,9 @@ seed, builds each request with Nova's own objects and judges every (host, reques
 with Nova's ``NUMATopologyFilter`` and ``PciPassthroughFilter`` over a real ``HostState``.
 Here the same hosts are imported as a fleet whose topology is what cortex-agent would
 report, and every body is POSTed to ``/scheduler/nova/external`` of ``create_app`` with a
-pipeline of the four topology filters. Every pair must agree; the one allowed difference
+pipeline of the filters that stand in for Nova's two (:data:`STEPS`: the topology filters,
+and the trait filter because the bodies carry Nova's ``OWNER_NOVA``/
+``COMPUTE_STATUS_DISABLED`` pre-filter traits). Every pair must agree; the one allowed difference
 is a pair where Nova's answer depends on the order in which it tries host cells (its
 verdict differs from the order-independent truth, see nova_side.truth_verdict) and Cortex
 gives the truth. No body may be refused.
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.differential.fleet_app import fleet_app, fleet_host
+from tests.differential.fleet_app import ALIASES, STEPS, fleet_app, fleet_host
 from tests.differential.nova_venv import NovaUnavailable, nova_venv
 
 HERE = Path(__file__).parent
@@ -33,15 +35,6 @@ SEED = int(os.environ.get("CORTEX_DIFFERENTIAL_SEED", "1"))
 REQUESTS = int(os.environ.get("CORTEX_DIFFERENTIAL_REQUESTS", "140"))
 HOSTS = int(os.environ.get("CORTEX_DIFFERENTIAL_HOSTS", "300"))
 CANDIDATES = 40
-STEPS = ("filter_has_requested_traits", "filter_gpu_capacity", "filter_numa_topology",
-         "filter_pci_numa_affinity")
-ALIASES = [{"name": "h100", "vendor_id": "10de", "product_id": "2330"},
-           {"name": "a100", "vendor_id": "10de", "product_id": "20b5"},
-           {"name": "l40s", "vendor_id": "10de", "product_id": "26b9",
-            "numa_policy": "required"},
-           {"name": "nic", "vendor_id": "8086", "product_id": "1520", "numa_policy": "socket"},
-           {"name": "pf", "vendor_id": "8086", "product_id": "1572", "device_type": "type-PF",
-            "numa_policy": "preferred"}]
 
 
 def nova_lines(seed: int, requests: int, hosts: int) -> list[dict]:

@@ -22,9 +22,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, seed, settings
 from hypothesis import strategies as st
 
-from tests.differential.fleet_app import fleet_app, fleet_host
+from tests.differential.fleet_app import ALIASES, STEPS, fleet_app, fleet_host
 from tests.differential.nova_venv import NovaUnavailable, nova_venv
-from tests.differential.test_nova_differential import ALIASES, STEPS
 
 HERE = Path(__file__).parent
 SEED = int(os.environ.get("CORTEX_DIFFERENTIAL_SEED", "1"))
