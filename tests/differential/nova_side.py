@@ -305,13 +305,24 @@ def body_of(spec: objects.RequestSpec, intent: str, hosts: list[str]) -> dict:
     """The hook's body: spec primitive, context, flags, candidates and weights."""
     return {
         "spec": spec.obj_to_primitive(),
-        "context": {"request_id": f"req-{uuid.UUID(int=spec.instance_uuid.__hash__() & 0xffff)}",
-                    "project_id": "p", "user_id": "u"},
+        "context": context_of(spec),
         "rebuild": intent == "rebuild", "resize": intent == "resize",
         "live": intent == "live_migrate", "vmware": False,
         "hosts": [{"host": h, "hypervisor_hostname": h} for h in hosts],
         "weights": {h: float(-i) for i, h in enumerate(hosts)},
     }
+
+
+def context_of(spec: objects.RequestSpec) -> dict:
+    """The hook's ``context``: oslo.context's ``to_dict()`` without the token."""
+    ctx = nova_context.RequestContext(
+        user_id="u", project_id="p", project_name="demo", user_name="demo",
+        roles=["member", "reader"], request_id=f"req-{spec.instance_uuid}",
+        global_request_id=f"req-{uuid.UUID(int=1)}", remote_address="10.0.0.1",
+        timestamp="2026-01-01T00:00:00.000000")  # fixed: the output must not depend on the clock
+    data = ctx.to_dict()
+    data.pop("auth_token", None)
+    return data
 
 
 # --------------------------------------------------------------------------- verdicts
