@@ -17,7 +17,13 @@ if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
 # keep answers fast and never let a slow worker hold a caller past that.
 bind = os.environ.get("CORTEX_BIND", "127.0.0.1:8080")
 workers = int(os.environ.get("CORTEX_WORKERS", min(4, multiprocessing.cpu_count())))
-threads = int(os.environ.get("CORTEX_THREADS", "4"))
+# A thread is held by a request from its first byte to its answer, its body included.
+# Bodies are read whole by the API (cortex.api.guard.BodyGuard: 408 after 5 s), so a
+# client that trickles its body holds a thread for at most that long; with 16 threads a
+# worker keeps serving Nova while a handful of such clients come and go (8 slow clients
+# against 2 workers: p99 unchanged, tests/functional/test_slow_clients.py). Threads
+# waiting on a socket cost no CPU. For hostile networks, put a buffering proxy in front.
+threads = int(os.environ.get("CORTEX_THREADS", "16"))
 worker_class = "gthread"
 timeout = 30
 graceful_timeout = 10  # SIGTERM: finish requests, flush the decision log
