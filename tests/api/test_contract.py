@@ -15,6 +15,7 @@ from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
 from tests.api.conftest import make_conf
 from tests.conftest import FIXTURES, bodies, load_body
+from tests.waiting import DEADLINE
 
 ALL_BODIES = [(s, p) for s in ("nova", "cinder", "manila") for p in bodies(s)]
 VALIDATOR = RequestValidator(load_openapi())
@@ -175,7 +176,7 @@ def test_pipeline_that_cannot_be_chosen_is_400(client, pipeline, fragment):
 def test_explicit_pipeline_is_used(client, app):
     response = post(client, "nova", nova_body() | {"pipeline": "kvm-hana-bin-packing"})
     assert response.status_code == 200
-    app.extensions["cortex"].decisions.flush()
+    app.extensions["cortex"].decisions.flush(DEADLINE)
     decision = client.get(f"/v1/decisions/{response.headers['x-cortex-decision-id']}")
     assert decision.get_json()["pipeline"] == "kvm-hana-bin-packing"
 
@@ -192,7 +193,7 @@ def test_explicit_pipeline_is_used(client, app):
 def test_pipeline_is_inferred_from_the_request(client, app, fixture, pipeline):
     service, name = fixture.split("/")
     response = post(client, service, load_body(FIXTURES / service / f"{name}.json"))
-    app.extensions["cortex"].decisions.flush()
+    app.extensions["cortex"].decisions.flush(DEADLINE)
     decision = client.get(f"/v1/decisions/{response.headers['x-cortex-decision-id']}")
     assert decision.get_json()["pipeline"] == pipeline
 
@@ -231,7 +232,7 @@ def test_plugin_crash_fail_closed_is_503_and_recorded(engine):
     response = post(app.test_client(), "nova", nova_body())
     error = assert_error(response, 503)
     assert "test_exploding_filter" in error["detail"]
-    app.extensions["cortex"].decisions.flush()
+    app.extensions["cortex"].decisions.flush(DEADLINE)
     decision = app.test_client().get(f"/v1/decisions/{response.headers['x-cortex-decision-id']}")
     assert decision.get_json()["outcome"] == "error"
     app.extensions["cortex"].decisions.close()
@@ -260,7 +261,7 @@ def test_log_lines_carry_caller_request_ids(client, caplog):
 def test_decisions_api(client, app):
     body = load_body(FIXTURES / "nova" / "gpu-2xh100-pinned.json")
     response = post(client, "nova", body)
-    app.extensions["cortex"].decisions.flush()
+    app.extensions["cortex"].decisions.flush(DEADLINE)
     uuid = body["spec"]["nova_object.data"]["instance_uuid"]
     listed = client.get(f"/v1/decisions?resource_id={uuid}").get_json()["decisions"]
     assert listed and listed[0]["id"] == response.headers["x-cortex-decision-id"]
@@ -321,7 +322,7 @@ def test_engine_errors_are_sqlalchemy_errors():
 def test_gpu_bodies_are_filtered_on_topology_with_reasons(client, app, fixture, step, host,
                                                           reason):
     response = post(client, "nova", load_body(FIXTURES / "nova" / f"{fixture}.json"))
-    app.extensions["cortex"].decisions.flush()
+    app.extensions["cortex"].decisions.flush(DEADLINE)
     decision = client.get(f"/v1/decisions/{response.headers['x-cortex-decision-id']}")
     [record] = [s for s in decision.get_json()["steps"] if s["name"] == step]
     assert reason in record["removed"][host]
@@ -329,7 +330,7 @@ def test_gpu_bodies_are_filtered_on_topology_with_reasons(client, app, fixture, 
 
 def test_gpu_topology_filters_run_in_the_gpu_pipeline(client, app):
     response = post(client, "nova", load_body(FIXTURES / "nova" / "gpu-8xh100-full-node.json"))
-    app.extensions["cortex"].decisions.flush()
+    app.extensions["cortex"].decisions.flush(DEADLINE)
     steps = client.get(f"/v1/decisions/{response.headers['x-cortex-decision-id']}").get_json()[
         "steps"]
     ran = {s["name"] for s in steps if s["status"] == "ran"}

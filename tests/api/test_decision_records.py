@@ -16,6 +16,7 @@ import pytest
 
 from cortex.api import scheduler
 from cortex.knowledge.decisions import COMPACT_FORMAT, compact_record, expand_record
+from tests.waiting import DEADLINE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 BODIES = sorted(p for service in ("nova", "cinder", "manila")
@@ -89,7 +90,7 @@ def test_a_large_call_is_stored_compact_and_answered_whole(app, client, submitte
     assert len(weighers) >= 3 and len(record["final_weights"]) > 10
     stored = compact_record(_json(item["record"]))
     assert len(json.dumps(stored)) < len(json.dumps(record))
-    app.extensions["cortex"].decisions.flush()
+    app.extensions["cortex"].decisions.flush(DEADLINE)
     answered = client.get(f"/v1/decisions/{item['id']}").get_json()
     for key in ("hosts", "weights", "steps", "result", "final_weights"):
         assert answered[key] == record[key], key

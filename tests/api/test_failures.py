@@ -131,7 +131,7 @@ def test_slow_step_skipped_by_policy_keeps_hosts(engine):
     client = app.test_client()
     response = post(client, "nova", nova_body())
     assert response.status_code == 200 and len(response.get_json()["hosts"]) == 8
-    app.extensions["cortex"].decisions.flush()
+    app.extensions["cortex"].decisions.flush(DEADLINE)
     decision = client.get(f"/v1/decisions/{response.headers['x-cortex-decision-id']}")
     step = decision.get_json()["steps"][0]
     assert step["status"] == "error" and "limit 5 ms" in step["reason"]

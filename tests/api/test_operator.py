@@ -15,6 +15,7 @@ from cortex.cmd import manage
 from tests.api.test_contract import assert_error, post
 from tests.conftest import FIXTURES, REPO, bodies, load_body
 from tests.fake_topology import hgx, with_topology
+from tests.waiting import DEADLINE
 
 ALL_BODIES = [(s, p) for s in ("nova", "cinder", "manila") for p in bodies(s)]
 GPU_BODY = FIXTURES / "nova" / "gpu-2xh100-pinned.json"
@@ -29,7 +30,7 @@ def decided(client, app, service, body):
     """Post ``body`` to the external endpoint; the recorded decision's id."""
     response = post(client, service, body)
     assert response.status_code == 200, response.get_data(as_text=True)
-    app.extensions["cortex"].decisions.flush()
+    app.extensions["cortex"].decisions.flush(DEADLINE)
     return response.headers["x-cortex-decision-id"]
 
 
@@ -129,7 +130,7 @@ def test_simulate_returns_every_step_and_records_nothing(client, app):
     assert answer["decision_id"] is None and "x-cortex-decision-id" not in response.headers
     assert [s["name"] for s in answer["steps"]][0] == "filter_host_instructions"
     assert answer["explanation"]["winner"] == answer["hosts"][0]
-    app.extensions["cortex"].decisions.flush()
+    app.extensions["cortex"].decisions.flush(DEADLINE)
     after = client.get(f"/v1/decisions?request_id={body['context']['request_id']}"
                        "&limit=1000").get_json()["decisions"]
     assert len(after) == len(before) + 1  # the external call only
@@ -140,7 +141,7 @@ def test_simulate_with_record_writes_a_simulated_decision(client, app):
     answer = response.get_json()
     assert answer["recorded"] is True
     assert response.headers["x-cortex-decision-id"] == answer["decision_id"]
-    app.extensions["cortex"].decisions.flush()
+    app.extensions["cortex"].decisions.flush(DEADLINE)
     stored = client.get(f"/v1/decisions/{answer['decision_id']}").get_json()
     assert stored["outcome"] == "simulated" and stored["result"] == answer["hosts"]
 
@@ -268,7 +269,7 @@ def test_knowledge_age_version_and_kpis_are_exposed(client, app):
 
 def test_decision_queue_depth_returns_to_zero_after_writes(client, app):
     post(client, "nova", load_body(GPU_BODY))
-    app.extensions["cortex"].decisions.flush()
+    app.extensions["cortex"].decisions.flush(DEADLINE)
     depth = families(client)["cortex_decision_queue_depth"].samples[0].value
     assert depth == 0
 

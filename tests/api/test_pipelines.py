@@ -18,6 +18,7 @@ from cortex.api.schema import RequestValidator, load_openapi
 from cortex.pipeline.config import load_pipelines
 from tests.api.test_contract import post
 from tests.conftest import FIXTURES, bodies, load_body
+from tests.waiting import DEADLINE
 
 SHIPPED = load_pipelines(conf.shipped_file("pipelines.yaml")).pipelines
 CASES = [(name, path) for name, p in sorted(SHIPPED.items()) for path in bodies(p.service)
@@ -30,7 +31,7 @@ def decide(client, app, service, body):
     response = post(client, service, body)
     assert response.status_code == 200, response.get_data(as_text=True)
     assert VALIDATOR.response_errors(response.get_json()) == []
-    app.extensions["cortex"].decisions.flush()
+    app.extensions["cortex"].decisions.flush(DEADLINE)
     decision = client.get(f"/v1/decisions/{response.headers['x-cortex-decision-id']}")
     return response.get_json()["hosts"], decision.get_json()
 

@@ -47,7 +47,7 @@ def test_answers_stop_naming_a_host_once_its_room_is_promised(reserving):
     assert len(held) == 3 and {r["host"] for r in held} == {HOST}
     assert held[0]["resources"] == {"VCPU": 2, "MEMORY_MB": 3072, "DISK_GB": 40}
     decision_id = call(client, str(uuid.uuid4())).headers["x-cortex-decision-id"]
-    reserving.extensions["cortex"].decisions.flush()
+    reserving.extensions["cortex"].decisions.flush(DEADLINE)
     decision = client.get(f"/v1/decisions/{decision_id}").get_json()
     steps = {s["name"]: s for s in decision["steps"]}
     assert "VCPU" in steps["filter_has_enough_capacity"]["removed"][HOST]
