@@ -13,9 +13,12 @@ but for ``[database] max_knowledge_age`` (``--max-age``, short so the run is sho
   (the knowledge passes max_knowledge_age);
 - the recovery after SIGCONT: seconds until /healthcheck is 200 and a Nova call is
   answered with a promise again (``--rounds`` freezes of ``--freeze`` s each);
-- after ``--silence`` s without any request: the knowledge age and the first answer.
+- after ``--silence`` s without any request: the knowledge age and the first answer;
+- with ``--gunicorn``: the burst again by HTTP through gunicorn with the sample settings
+  (2 workers x 4 threads: 8 request slots), 24 Nova calls and more at once.
 
-Usage: ``python bench/faults.py [--max-age 6] [--freeze 10] [--rounds 8] [--silence 20]``.
+Usage: ``python bench/faults.py [--max-age 6] [--freeze 10] [--rounds 8] [--silence 20]
+[--gunicorn]``.
 """
 
 from __future__ import annotations
@@ -95,6 +98,8 @@ def main() -> None:
     parser.add_argument("--freeze", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--silence", type=float, default=20.0)
+    parser.add_argument("--gunicorn", action="store_true",
+                        help="also send the burst through gunicorn (2 workers x 4 threads)")
     args = parser.parse_args()
 
     cluster = temporary_cluster().start()
@@ -174,8 +179,71 @@ def main() -> None:
               f"{status} in {seconds * 1000:.1f} ms")
         knowledge.close()
         app.extensions["cortex"].decisions.close()
+        if args.gunicorn:
+            through_gunicorn(cluster)
     finally:
         cluster.destroy()
+
+
+def through_gunicorn(cluster) -> None:
+    """The burst again through gunicorn (2 workers x 4 threads: 8 request slots), by HTTP."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import tempfile
+    import urllib.error
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    def fetch(url, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data,
+                                     headers={"Content-Type": "application/json"})
+        started = time.monotonic()
+        try:
+            with urllib.request.urlopen(req, timeout=10) as response:
+                status = response.status
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+        except OSError:
+            status = 0  # Nova's 10 s timeout
+        return status, time.monotonic() - started
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    env = os.environ | {"CORTEX_DATABASE_CONNECTION": cluster.url, "CORTEX_WORKERS": "2",
+                        "CORTEX_THREADS": "4", "CORTEX_API_AUTH_STRATEGY": "noauth",
+                        "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp()}
+    env.pop("CORTEX_CONFIG_FILE", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", str(REPO / "etc/cortex/gunicorn.conf.py"),
+         "--bind", f"127.0.0.1:{port}", "cortex.wsgi:application"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        until = time.monotonic() + 30
+        while time.monotonic() < until:
+            if fetch(f"{base}/healthcheck")[0] == 200:
+                break
+            time.sleep(0.2)
+        for _ in range(20):
+            fetch(f"{base}/scheduler/nova/external", NOVA)
+        cluster.freeze()
+        calls = [(f"{base}/scheduler/nova/external", NOVA)] * 24 \
+            + [(f"{base}/scheduler/cinder/external", CINDER)] * 4 + [(f"{base}/healthcheck",)] * 4
+        with ThreadPoolExecutor(len(calls)) as pool:
+            results = list(pool.map(lambda c: fetch(*c), calls))
+        print(f"gunicorn (8 slots), hung: 24 Nova + 4 Cinder + 4 /healthcheck at once: slowest "
+              f"{max(s for _, s in results):.2f} s, median "
+              f"{statistics.median(s for _, s in results) * 1000:.0f} ms, statuses "
+              f"{sorted({st for st, _ in results})}")
+        cluster.thaw()
+    finally:
+        cluster.thaw()
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
 
 
 if __name__ == "__main__":
