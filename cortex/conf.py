@@ -175,6 +175,12 @@ OPTIONS: tuple[Option, ...] = (
            "wait for an answer; a check that gets none counts as a failure and the request "
            "path stops waiting for the database until a check succeeds again.",
            minimum=0.1, maximum=60),
+    Option("database", "request_timeout", float, 10.0,
+           "Seconds one API request may wait for the database in all (decisions, topology, "
+           "the dashboard, /metrics); the external scheduler calls wait at most their "
+           "request_time_budget, the healthcheck check_timeout. Past it the request "
+           "answers 503, so a hung database never holds a request slot for longer.",
+           minimum=0.5, maximum=600),
     Option("database", "max_retry_interval", float, 1.0,
            "Longest pause, in seconds, between two knowledge checks while the database "
            "fails (exponential back-off from knowledge_check_interval, with jitter): the "

@@ -23,7 +23,15 @@ import cortex
 from cortex.api import ui
 from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
-from cortex.api.freshness import healthcheck_detail, knowledge_health, sync_ages
+from cortex.api.freshness import (
+    DATABASE_ERRORS,
+    bound_database_waits,
+    database_unavailable,
+    end_database_waits,
+    healthcheck_detail,
+    knowledge_health,
+    sync_ages,
+)
 from cortex.api.guard import BodyGuard
 from cortex.api.metrics import ApiMetrics, KnowledgeCollector, ReservationFeedCollector
 from cortex.api.network import list_reservations, show_network_topology
@@ -233,9 +241,13 @@ def create_app(conf: Config, engine: Engine | None = None,
         app.add_url_rule(path, endpoint=path, view_func=partial(_dispatch, handlers),
                          methods=list(handlers), provide_automatic_options=False)
     app.before_request(_start_request)
+    app.before_request(bound_database_waits)
+    app.teardown_request(end_database_waits)
     app.after_request(_finish_request)
     app.register_error_handler(ApiError, lambda e: error_response(e.status, e.detail, e.code))
     app.register_error_handler(HTTPException, http_error)
+    for error in DATABASE_ERRORS:
+        app.register_error_handler(error, database_unavailable)
     app.register_error_handler(Exception, _unexpected)
     if authorizer.strategy == "keystone":
         app.wsgi_app = keystone_middleware(app.wsgi_app, conf)

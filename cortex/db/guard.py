@@ -77,16 +77,30 @@ def deadline(seconds: float, probe: bool = False, detach: bool = False) -> Itera
     check that finds out whether it is back). ``seconds`` <= 0: any checkout raises
     DatabaseUnavailable.
     """
+    outer = enter(seconds, probe, detach)
+    try:
+        yield
+    finally:
+        leave(outer)
+
+
+def enter(seconds: float, probe: bool = False, detach: bool = False) -> object:
+    """Start a :func:`deadline` without a ``with`` block (a request's before/teardown hooks).
+
+    Returns the token :func:`leave` takes to restore the outer deadline.
+    """
     outer: _Scope | None = getattr(_local, "scope", None)
     until = time.monotonic() + seconds
     if outer is not None and not detach:
         until = min(until, outer.until)
     _local.scope = _Scope(until, probe)
     _local.admitted = False
-    try:
-        yield
-    finally:
-        _local.scope = outer
+    return outer
+
+
+def leave(token: object) -> None:
+    """End the deadline :func:`enter` started (``token``: what it returned)."""
+    _local.scope = token
 
 
 def remaining() -> float | None:

@@ -246,3 +246,19 @@ def test_a_frozen_database_is_cut_off_at_the_deadline_and_then_not_asked(cluster
         cluster.thaw()
         guard.health(engine).mark_up()
         engine.dispose()
+
+
+def test_every_other_endpoint_gives_up_on_a_hung_database_too(cluster, make_app):
+    app = make_app(**{"database.request_timeout": 1.0})
+    client = app.test_client()
+    assert client.get("/v1/decisions").status_code == 200
+    cluster.freeze()
+    results = concurrently([lambda: app.test_client().get("/v1/decisions"),
+                            lambda: app.test_client().get("/v1/reservations")],
+                           timeout=PROMPT + 10)
+    assert all(r is not None for r in results), "a request still waits for the database"
+    for response, seconds in results:
+        assert response.status_code == 503 and seconds < PROMPT
+    decisions, reservations = (r.get_json()["errors"][0] for r, _ in results)
+    assert decisions["code"] == "cortex.database_unavailable"
+    assert "reservations unreadable" in reservations["detail"]
