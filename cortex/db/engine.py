@@ -40,7 +40,8 @@ class ConnectionLimits:
     or network that went away without closing the connection (a dead host, a cut
     link) within ``idle + interval * count`` s. None of them helps against a server
     whose processes hang with their sockets open: :mod:`cortex.db.guard` bounds that
-    on the client. Defaults match ``[database]`` in cortex.conf.
+    on the client. Defaults match ``[database]`` in cortex.conf. The parameters are
+    libpq's (PostgreSQL manual, "Parameter Key Words"); psycopg passes them through.
     """
 
     statement_timeout: float = 30.0

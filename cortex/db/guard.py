@@ -20,6 +20,10 @@ knowledge check, see :mod:`cortex.knowledge.cache`) marks it up again. So a hung
 database costs one request per process its budget, not every request, and no request
 slot stays taken for longer than the budget.
 
+The rule comes from the callers' contract (docs/caller-contract.md in the shared
+docs): on any internal failure answer a fast non-2xx well inside the callers' 5-10 s
+timeouts, never a slow answer.
+
 Outside :func:`deadline` nothing changes: the CLI, the sync and the decision writer
 wait as before (bounded by the server-side ``statement_timeout`` and the TCP
 keepalives the engine sets).
