@@ -154,8 +154,9 @@ def worker_app(empty_database_url, tmp_path):
 
 
 def test_every_drawn_request_is_decided_as_nova_decides(worker_app):
-    """No false accept, no false reject, no refused body; Nova's order-dependent refusals
-    (nova_side.truth_verdict) are the one allowed difference."""
+    """No false accept, no false reject, no refused body; a host Nova refuses only for the
+    order it tries host cells in, which Cortex keeps (nova_side.truth_verdict), is the one
+    allowed difference."""
     worker, app = worker_app
     client = app.test_client()
     names = [h["host"] for h in worker.fleet]
@@ -173,7 +174,7 @@ def test_every_drawn_request_is_decided_as_nova_decides(worker_app):
         kept = set(response.get_json()["hosts"])
         for host, nova in line["nova"].items():
             cortex, truth = host in kept, line["truth"][host]
-            assert cortex == nova or cortex == truth != nova, (
+            assert cortex == nova or (cortex and truth and not nova), (
                 f"{host}: Cortex {'keeps' if cortex else 'drops'}, Nova "
                 f"{'keeps' if nova else 'drops'}; specs {ask['specs']} image {ask['image']} "
                 f"knobs {ask['knobs']}")
