@@ -3,8 +3,9 @@
 Eight connections that send their body one byte a second used to hold every thread of
 a two-worker gunicorn (4 threads each); a normal scheduling call then waited for 12 s.
 With the shipped etc/cortex/gunicorn.conf.py (threads per worker) and the API's
-BodyGuard (a body that has not arrived in 5 s is a 408 and its thread is freed), the
-normal calls keep their 99th percentile under twice the unloaded one.
+BodyGuard (a body that has not arrived in 5 s is a 408 and its thread is freed), no
+normal call waits for a slow client's thread. The 99th percentiles with and without the
+slow clients are printed; how fast is for the benchmarks, not for this test.
 
 Bounded: 8 slow clients, 2 x 200 normal calls, each phase a few seconds; every socket is
 closed at the end.
@@ -18,6 +19,7 @@ import urllib.request
 
 import pytest
 
+from cortex.api.guard import DEFAULT_BODY_TIMEOUT
 from tests.conftest import bodies, load_body
 from tests.functional.test_gunicorn import free_port, start_gunicorn
 from tests.waiting import wait_until
@@ -97,7 +99,8 @@ def test_slow_bodies_do_not_stall_scheduling(engine, database_url, tmp_path):
         for client in clients:
             client.start()
         wait_until(lambda: all(c.sent >= 2 for c in clients), what="8 slow clients sending")
-        loaded = p99(timed_calls(base, body, CALLS))
+        loaded_times = timed_calls(base, body, CALLS)
+        loaded = p99(loaded_times)
         wait_until(lambda: any(b" 408 " in a for c in clients for a in c.answers),
                    what="a slow client answered 408")
         stop.set()
@@ -115,4 +118,32 @@ def test_slow_bodies_do_not_stall_scheduling(engine, database_url, tmp_path):
           f"{loaded * 1000:.1f} ms")
     text = log.read_text()
     assert "Traceback" not in text, text[-3000:]
-    assert loaded < 2 * unloaded, (unloaded, loaded, text[-2000:])
+    # A call that waited for a slow client's thread took the BodyGuard timeout (5 s;
+    # 12 s before it); half of that no busy machine reaches by itself, where a p99 of
+    # milliseconds doubles with any hiccup of a loaded machine.
+    assert max(loaded_times) < DEFAULT_BODY_TIMEOUT / 2, (unloaded, loaded, text[-2000:])
+
+
+def test_chunked_body_over_the_limit_is_413_through_gunicorn(engine, database_url, tmp_path):
+    port = free_port()
+    process, log = start_gunicorn(port, database_url, tmp_path,
+                                  CORTEX_API_MAX_BODY_BYTES="1000")
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(b"POST /scheduler/nova/external HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Type: application/json\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n")
+            for _ in range(4):  # 4 x 500 bytes: over the limit only when added up
+                sock.sendall(b"1f4\r\n" + b" " * 500 + b"\r\n")
+            sock.sendall(b"0\r\n\r\n")
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                data = sock.recv(4096)
+                if not data:
+                    break
+                answer += data
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert "Traceback" not in log.read_text()
