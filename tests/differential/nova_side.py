@@ -232,7 +232,11 @@ def make_request(rng: random.Random) -> tuple[dict, dict, dict, str]:
             specs["hw:cpu_policy"] = policy
         else:
             specs["hw:cpu_policy"] = "mixed"
-            specs["hw:cpu_dedicated_mask"] = f"0-{rng.randint(0, vcpus - 2)}"
+            if rng.random() < 0.3:  # the realtime mask names the shared vCPUs instead
+                specs["hw:cpu_realtime"] = "yes"
+                specs["hw:cpu_realtime_mask"] = f"^0-{rng.randint(0, vcpus - 2)}"
+            else:
+                specs["hw:cpu_dedicated_mask"] = f"0-{rng.randint(0, vcpus - 2)}"
     elif policy and rng.random() < 0.8:
         specs["hw:cpu_policy"] = policy
     elif policy:

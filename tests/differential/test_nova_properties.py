@@ -104,7 +104,11 @@ def requests(draw, names: list[str]) -> dict:
         specs["resources:PCPU"] = str(vcpus)
     elif policy == "mixed" and vcpus > 1:
         specs["hw:cpu_policy"] = "mixed"
-        specs["hw:cpu_dedicated_mask"] = f"0-{draw(st.integers(0, vcpus - 2))}"
+        if draw(st.booleans()):
+            specs["hw:cpu_dedicated_mask"] = f"0-{draw(st.integers(0, vcpus - 2))}"
+        else:  # the realtime mask names the shared vCPUs instead
+            specs["hw:cpu_realtime"] = "yes"
+            specs["hw:cpu_realtime_mask"] = f"^0-{draw(st.integers(0, vcpus - 2))}"
     elif policy in ("dedicated", "shared"):
         where = draw(st.sampled_from(("flavor", "image")))
         (specs if where == "flavor" else image)[
