@@ -170,7 +170,7 @@ def test_promise_failure_policy_fail_answers_503_within_the_budget(cluster, make
 
 
 def test_recovery_within_two_seconds_of_the_database_coming_back(cluster, make_app):
-    app = make_app()
+    app = make_app(**{"database.check_timeout": 0.5})
     client = app.test_client()
     knowledge = app.extensions["cortex"].knowledge
     assert post(client, "nova", nova_body()).status_code == 200
