@@ -347,15 +347,17 @@ def truth_verdict(host: dict, spec: objects.RequestSpec) -> bool:
     cell 0 carries the isolated emulator thread), the PCI requests by
     ``PciDeviceStats.support_requests`` on the cells chosen, then PciPassthroughFilter.
 
-    Nova's own answer can differ, always by refusing a host where some assignment fits,
-    because ``numa_fit_instance_to_host`` hands the same guest cell objects to every
-    attempt: (a) ``_numa_fit_instance_cell`` writes the page size it picked for
-    ``small``/``large``/``any`` into the guest cell before its CPU and limit checks, so
-    after a host cell that failed those, the next ones are asked for that exact size;
-    (b) it rewrites the guest cell's ``id`` to the host cell's, and the fit/no-fit
-    caches key on ``(host cell id, guest cell id)``, so a pair can be skipped as not
-    fitting under another guest cell's verdict. Which host cells are tried first follows
-    the cells' sort (free memory, CPU usage or free pinned CPUs, PCI devices).
+    Nova's own answer can differ, because ``numa_fit_instance_to_host`` hands the same
+    guest cell objects to every attempt: (a) ``_numa_fit_instance_cell`` writes the page
+    size it picked for ``small``/``large``/``any`` into the guest cell before its CPU
+    and limit checks, so after a host cell that failed those, the next ones are asked
+    for that exact size (Nova refuses a host where a fit exists); (b) it rewrites the
+    guest cell's ``id`` to the host cell's, and the fit/no-fit caches key on ``(host
+    cell id, guest cell id)``, so a pair is taken as fitting, or not, on the verdict of
+    another guest cell that carried that id (Nova refuses a host where a fit exists, or
+    keeps one where none does: a guest cell with a shared vCPU "fits" a cell with no
+    shared CPU). Which host cells are tried first follows the cells' sort (free memory,
+    CPU usage or free pinned CPUs, PCI devices).
     """
     state = host_state(host)
     state.allocation_candidates = [{"mappings": {}}]

@@ -9,10 +9,9 @@ report, and every body is POSTed to ``/scheduler/nova/external`` of ``create_app
 pipeline of the filters that stand in for Nova's two (:data:`STEPS`: the topology filters,
 and the trait filter because the bodies carry Nova's ``OWNER_NOVA``/
 ``COMPUTE_STATUS_DISABLED`` pre-filter traits). Every pair must agree; the one allowed difference
-is a pair where Nova refuses a host only because of the order in which it tries host
-cells (some assignment fits: the order-independent truth, see nova_side.truth_verdict)
-and Cortex keeps it; Nova's own filter removed such a host before calling the hook.
-No body may be refused.
+is a pair where Nova's answer comes from the order in which it tries host cells (it
+differs from the order-independent truth, see nova_side.truth_verdict) and Cortex gives
+the truth. No body may be refused.
 
 Size: ``CORTEX_DIFFERENTIAL_REQUESTS`` (default 140 requests x 40 candidates, over 5,000
 pairs), ``CORTEX_DIFFERENTIAL_SEED`` (default 1), ``CORTEX_DIFFERENTIAL_HOSTS`` (300).
@@ -85,7 +84,7 @@ def compare(client, lines: list[dict]) -> dict:
             cortex, truth = host in kept, line["truth"][host]
             if cortex == nova:
                 figures["agree"] += 1
-            elif truth and cortex and not nova:  # Nova's order refused a fitting host
+            elif cortex == truth != nova:  # Nova's answer came from its cell order
                 figures["order_dependent"] += 1
                 figures["order_dependent_cases"].append(
                     {"id": line["id"], "host": host, "nova": nova, "specs": line["specs"],

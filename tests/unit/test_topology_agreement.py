@@ -221,6 +221,20 @@ CASES = [
                          pages={1048576: (4, 0)}),
                     cell(1, cores=8, smt=False, mode="shared", cpu_usage=5)]),
      request(vcpus=1, memory=1024, specs={"hw:mem_page_size": "any"}), None),
+    # Order-dependent the other way: Nova keeps this host because its fit cache, keyed
+    # on guest cell ids it rewrites to host cell ids, takes guest cell 2 (one shared vCPU)
+    # as fitting a cell that an earlier guest cell fitted; no cell has a shared CPU.
+    # Found by the differential (seed 2); Cortex answers the truth and removes it.
+    ("order-dependent-nova-fit-cache-keeps-a-host-without-shared-cpus",
+     make_topology([cell(0, cores=3, smt=False, mode="dedicated"),
+                    cell(1, cores=2, smt=False, mode="dedicated"),
+                    cell(2, cores=2, smt=False, mode="dedicated"),
+                    cell(3, cores=3, smt=False, mode="dedicated")]),
+     request(vcpus=4, memory=1024, specs={
+         "hw:numa_nodes": "3", "hw:numa_cpus.0": "1,3", "hw:numa_mem.0": "512",
+         "hw:numa_cpus.1": "2", "hw:numa_mem.1": "256", "hw:numa_cpus.2": "0",
+         "hw:numa_mem.2": "256", "hw:cpu_policy": "mixed", "hw:cpu_realtime": "yes",
+         "hw:cpu_realtime_mask": "^0-0"}), "filter_numa_topology"),
     # _pack_instance_onto_cores/_get_reserved: the emulator thread's CPU goes next to
     # guest cell 0's pinned vCPUs; a cell 0 with none fits nowhere
     ("isolated-emulator-threads-need-a-pinned-vcpu-in-guest-cell-0",
