@@ -164,6 +164,10 @@ def main() -> None:
                 if now > 60:
                     break
                 time.sleep(0.02)
+            if healthy_at is None or promised_at is None:
+                print(f"recovery {round_ + 1}: not recovered within 60 s "
+                      f"(healthcheck {healthy_at}, promise {promised_at})", flush=True)
+                continue
             recoveries.append((healthy_at, promised_at))
         print(f"recovery over {args.rounds} thaws: /healthcheck 200 after "
               f"{' '.join(f'{h:.2f}' for h, _ in recoveries)} s; Nova promised again after "

@@ -148,13 +148,23 @@ class PrivateCluster:
 
     def freeze(self) -> None:
         """SIGSTOP every process of the cluster: connections stay open, nothing answers."""
-        for pid in self.pids():
-            os.kill(pid, signal.SIGSTOP)
+        self._signal(signal.SIGSTOP)
 
     def thaw(self) -> None:
         """SIGCONT every process of the cluster."""
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, signum: int) -> None:
+        """Send ``signum`` to every process of the cluster; one that just exited is skipped.
+
+        A backend whose client went away exits at any moment, between the listing of the
+        processes and the signal (ProcessLookupError).
+        """
         for pid in self.pids():
-            os.kill(pid, signal.SIGCONT)
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
 
     def stop(self) -> None:
         """Stop the server (fast shutdown); thaws it first so it can hear the signal."""
