@@ -19,7 +19,8 @@ def synced(placement, openstack, sync_engine, sync_database_url):
     """The test cloud synced (Nova, Placement) and an API app on the sync database."""
     roots = cloud.build(placement, openstack.cloud)
     openstack.cloud.placement_url = placement.url
-    conf = sync_conf(sync_database_url, openstack, database__knowledge_check_interval=0.0)
+    conf = sync_conf(sync_database_url, openstack, database__knowledge_check_interval=0.0,
+                     api__auth_strategy="noauth")  # ?detail=1 and /metrics need a role
     sources = {s.name: s for s in build_sources(conf, ("nova", "placement"))}
     for source in sources.values():
         assert run_source(sync_engine, source).ok
