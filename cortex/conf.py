@@ -104,13 +104,16 @@ OPTIONS: tuple[Option, ...] = (
            choices=("static", "keystone", "noauth")),
     Option("api", "static_tokens", str, "",
            "For auth_strategy=static: comma-separated NAME:ROLE:TOKEN entries, ROLE one of "
-           "admin, reader, agent. Clients send the token as X-Auth-Token."),
+           "admin, reader, agent. Clients send the token as X-Auth-Token (or "
+           "Authorization: Bearer). An agent token's NAME is the one host it may report "
+           "topology for."),
     Option("api", "keystone_admin_role", str, "admin",
            "For auth_strategy=keystone: the Keystone role that may do everything."),
     Option("api", "keystone_reader_role", str, "reader",
            "For auth_strategy=keystone: the Keystone role that may read decisions and topology."),
     Option("api", "keystone_agent_role", str, "cortex-agent",
-           "For auth_strategy=keystone: the Keystone role host agents report topology with."),
+           "For auth_strategy=keystone: the Keystone role host agents report topology with; "
+           "a user with it reports only for the host named like the user."),
     Option("api", "external_shared_secret", str, "",
            "If set, the external scheduler endpoints require this value in the "
            "X-Cortex-Shared-Secret header (the callers send no token; put a proxy that adds "
