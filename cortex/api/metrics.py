@@ -65,6 +65,16 @@ class ApiMetrics:
             "Multi-GPU Nova requests answered with a first host that reports its topology, "
             "by whether that host has enough free GPUs all joined by NVLink.",
             ["pipeline", "nvlink"], registry=self.registry)
+        self.unpromised_answers = Counter(
+            "cortex_scheduler_unpromised_answers",
+            "Nova calls answered without an in-flight reservation because the reservation "
+            "store failed or did not answer in time ([scheduler] promise_failure_policy = "
+            "answer).", ["service"], registry=self.registry)
+        self.disbelieved_intents = Counter(
+            "cortex_scheduler_disbelieved_intents",
+            "Nova calls whose claimed intent (_nova_check_type or the flags) the body's "
+            "flags and spec do not back; answered as creates.", ["claimed"],
+            registry=self.registry)
         self.decisions_dropped = Counter(
             "cortex_decisions_dropped", "Decision records dropped (queue full or write failed).",
             registry=self.registry)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from flask import current_app, g, jsonify, request
-from prometheus_client import Counter
 
 from cortex.api.errors import ApiError
 from cortex.db import guard
@@ -30,7 +28,6 @@ from cortex.pipeline.reservations import promise_first
 from cortex.request import BadRequest
 
 LOG = logging.getLogger(__name__)
-_DISBELIEVED_LOCK = threading.Lock()
 #: Seconds the database waits of one call may take when request_time_budget is 0.
 NO_BUDGET_WAIT = 5.0
 #: Share of the budget the optional read of the in-flight reservations may take.
@@ -148,9 +145,8 @@ def unpromised(cortex: Any, parsed: Any, result: PipelineResult) -> None:
     answer within the call's budget, or is marked down: :mod:`cortex.db.guard`).
     ``answer``: the ranking goes out unpromised, logged by
     :func:`~cortex.pipeline.reservations.promise_first` and counted here in
-    ``cortex_scheduler_unpromised_answers_total`` (registered on the API's registry
-    at first use); ``fail``: ApiError 503, so Nova keeps its own order (the caller
-    contract's reaction to an internal failure).
+    ``cortex_scheduler_unpromised_answers_total``; ``fail``: ApiError 503, so Nova
+    keeps its own order (the caller contract's reaction to an internal failure).
     """
     step = result.steps[-1] if result.steps else None
     if step is None or step.name != PROMISE_STEP or step.status != "error":
@@ -158,37 +154,19 @@ def unpromised(cortex: Any, parsed: Any, result: PipelineResult) -> None:
     if cortex.conf.get("scheduler", "promise_failure_policy") == "fail":
         raise ApiError(503, f"in-flight reservation not made: {step.reason}",
                        code="cortex.promise_failed")
-    with _DISBELIEVED_LOCK:
-        counter = getattr(cortex.metrics, "unpromised_answers", None)
-        if counter is None:
-            counter = Counter("cortex_scheduler_unpromised_answers",
-                              "Nova calls answered without an in-flight reservation because "
-                              "the reservation store failed or did not answer in time "
-                              "([scheduler] promise_failure_policy = answer).",
-                              ["service"], registry=cortex.metrics.registry)
-            cortex.metrics.unpromised_answers = counter
-    counter.labels(parsed.service).inc()
+    cortex.metrics.unpromised_answers.labels(parsed.service).inc()
 
 
 def disbelieved_intent(metrics: Any, parsed: Any) -> None:
     """Log and count a Nova call whose claimed intent its flags and spec do not back.
 
     The call runs as a create (:func:`cortex.request.nova.intent_claims`). Counted in
-    ``cortex_scheduler_disbelieved_intents_total{claimed}``, registered on the API's
-    registry at first use.
+    ``cortex_scheduler_disbelieved_intents_total{claimed}``.
     """
     LOG.warning("nova external: intent %r claimed by _nova_check_type or the flags is not "
                 "backed by the body (flags rebuild/resize/live, force_hosts); treated as a "
                 "create (request_id=%s)", parsed.disbelieved_intent, parsed.request_id)
-    with _DISBELIEVED_LOCK:
-        counter = getattr(metrics, "disbelieved_intents", None)
-        if counter is None:
-            counter = Counter("cortex_scheduler_disbelieved_intents",
-                              "Nova calls whose claimed intent (_nova_check_type or flags) "
-                              "the body's flags and spec do not back; answered as creates.",
-                              ["claimed"], registry=metrics.registry)
-            metrics.disbelieved_intents = counter
-    counter.labels(parsed.disbelieved_intent).inc()
+    metrics.disbelieved_intents.labels(parsed.disbelieved_intent).inc()
 
 
 def _with_reservations(cortex: Any, request: Any, view: KnowledgeView,
