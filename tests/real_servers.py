@@ -8,7 +8,7 @@ behind the standard library's WSGI server on a loopback port. Prometheus is the
 TSDB that ``promtool tsdb create-blocks-from openmetrics`` filled.
 
 ``python3 tests/real_servers.py prepare`` (run by ``tests/run.sh``) builds the
-Placement virtualenv, checks Prometheus and promtool exist and makes a PostgreSQL
+Placement virtualenv and upstream Nova's (``tests/differential/nova_venv.py``), checks Prometheus and promtool exist and makes a PostgreSQL
 answer (``tests/pg_cluster.py``); it imports nothing of Cortex, so it runs before
 Cortex is installed.
 """
@@ -194,9 +194,15 @@ def prepare() -> None:
     caller's choice, and the suite checks that it answers).
     """
     sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).parent / "differential"))
+    from nova_venv import NovaUnavailable, nova_venv
     from pg_cluster import ClusterUnavailable, ensure_server
 
     print(f"placement virtualenv: {placement_venv()}", file=sys.stderr)
+    try:
+        print(f"nova virtualenv (differential suite): {nova_venv()}", file=sys.stderr)
+    except NovaUnavailable as exc:
+        raise ServerUnavailable(str(exc)) from None
     print("prometheus, promtool: {}, {}".format(*prometheus_binaries()), file=sys.stderr)
     if os.environ.get("CORTEX_TEST_DATABASE_URL"):
         return

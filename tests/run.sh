@@ -7,7 +7,8 @@
 #   - a PostgreSQL that lets user postgres in without a password: 127.0.0.1:5432 when one
 #     does, else a private trust-auth cluster (tests/pg_cluster.py), or the server named
 #     by $CORTEX_TEST_DATABASE_URL;
-#   - the OpenStack Placement virtualenv, cached under ~/.cache/cortex-test;
+#   - the OpenStack Placement and Nova (differential suite) virtualenvs, cached under
+#     ~/.cache/cortex-test;
 #   - .venv with Cortex and its test extra.
 set -euo pipefail
 cd "$(dirname "$0")/.."
