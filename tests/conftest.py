@@ -88,6 +88,22 @@ def _drop_postgres_database(url: str) -> None:
     admin.dispose()
 
 
+def start_demo_cluster():
+    """A started private PostgreSQL cluster (tests/pg_cluster.py), migrated, demo fleet in.
+
+    For tests that break their database (freeze, stop); ``destroy()`` it afterwards.
+    """
+    from tests.pg_cluster import temporary_cluster
+
+    cluster = temporary_cluster().start()
+    engine = make_engine(cluster.url)
+    migrate.upgrade(engine)
+    with engine.begin() as connection:
+        import_fleet(connection, read_fleet(DEMO_FLEET))
+    engine.dispose()
+    return cluster
+
+
 @pytest.fixture(scope="session")
 def database_url(tmp_path_factory) -> str:
     """URL of a freshly created, migrated database for this test session."""

@@ -8,7 +8,8 @@ behind the standard library's WSGI server on a loopback port. Prometheus is the
 TSDB that ``promtool tsdb create-blocks-from openmetrics`` filled.
 
 ``python3 tests/real_servers.py prepare`` (run by ``tests/run.sh``) builds the
-Placement virtualenv and upstream Nova's (``tests/differential/nova_venv.py``), checks Prometheus and promtool exist and makes a PostgreSQL
+Placement virtualenv and upstream Nova's (``tests/differential/nova_venv.py``),
+checks Prometheus and promtool exist and makes a PostgreSQL
 answer (``tests/pg_cluster.py``); it imports nothing of Cortex, so it runs before
 Cortex is installed.
 """
@@ -67,30 +68,39 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def placement_venv(version: str = PLACEMENT_VERSION) -> Path:
-    """The cached virtualenv with ``openstack-placement==version``; built on first use.
+def cached_venv(name: str, requirement: str, check: str | None = None) -> Path:
+    """The virtualenv ``$CORTEX_TEST_CACHE/<name>`` with ``requirement`` installed.
 
-    Built under a file lock and marked complete only at the end, so concurrent
-    sessions neither race nor use half an install (a half one is rebuilt).
+    Built on first use under a file lock and marked complete (``.complete``) only at
+    the end, so concurrent sessions neither race nor use half an install (a half one
+    is rebuilt). ``check``, when given, is Python code the new interpreter must run
+    without error. Raises ServerUnavailable when the build fails.
     """
-    target = CACHE / f"placement-venv-{version}"
+    target = CACHE / name
     complete = target / ".complete"
     if complete.exists():
         return target
     CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / f"placement-venv-{version}.lock", "w") as lock:
+    with open(CACHE / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if complete.exists():
             return target
         shutil.rmtree(target, ignore_errors=True)
         try:
             subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
-            subprocess.run([str(target / "bin" / "pip"), "install", "-q",
-                            f"openstack-placement=={version}"], check=True)
+            subprocess.run([str(target / "bin" / "pip"), "install", "-q", requirement],
+                           check=True)
+            if check:
+                subprocess.run([str(target / "bin" / "python"), "-c", check], check=True)
         except (OSError, subprocess.CalledProcessError) as exc:
-            raise ServerUnavailable(f"cannot build the Placement virtualenv: {exc}") from None
-        complete.write_text(version)
+            raise ServerUnavailable(f"cannot build the virtualenv {name}: {exc}") from None
+        complete.write_text(requirement)
     return target
+
+
+def placement_venv(version: str = PLACEMENT_VERSION) -> Path:
+    """The cached virtualenv with ``openstack-placement==version`` (:func:`cached_venv`)."""
+    return cached_venv(f"placement-venv-{version}", f"openstack-placement=={version}")
 
 
 def wait_for(url: str, process: subprocess.Popen, seconds: float, log: Path) -> None:
@@ -193,16 +203,12 @@ def prepare() -> None:
     for ``eval`` (left out when the variable is already set: that server is the
     caller's choice, and the suite checks that it answers).
     """
-    sys.path.insert(0, str(Path(__file__).parent))
-    sys.path.insert(0, str(Path(__file__).parent / "differential"))
-    from nova_venv import NovaUnavailable, nova_venv
-    from pg_cluster import ClusterUnavailable, ensure_server
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.differential.nova_venv import nova_venv
+    from tests.pg_cluster import ClusterUnavailable, ensure_server
 
     print(f"placement virtualenv: {placement_venv()}", file=sys.stderr)
-    try:
-        print(f"nova virtualenv (differential suite): {nova_venv()}", file=sys.stderr)
-    except NovaUnavailable as exc:
-        raise ServerUnavailable(str(exc)) from None
+    print(f"nova virtualenv (differential suite): {nova_venv()}", file=sys.stderr)
     print("prometheus, promtool: {}, {}".format(*prometheus_binaries()), file=sys.stderr)
     if os.environ.get("CORTEX_TEST_DATABASE_URL"):
         return

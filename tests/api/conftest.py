@@ -27,5 +27,14 @@ def app(engine, database_url):
 
 
 @pytest.fixture
+def static_app(engine, request):
+    """An app with static tokens: those of the requesting module's ``TOKENS``."""
+    app = create_app(make_conf(**{"api.auth_strategy": "static",
+                                  "api.static_tokens": request.module.TOKENS}), engine=engine)
+    yield app
+    app.extensions["cortex"].decisions.close()
+
+
+@pytest.fixture
 def client(app):
     return app.test_client()

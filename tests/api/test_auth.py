@@ -12,14 +12,6 @@ from tests.api.test_contract import assert_error, nova_body, post
 TOKENS = "ops:admin:admin-secret, grafana:reader:reader-secret, cmp0001:agent:agent-secret"
 
 
-@pytest.fixture
-def static_app(engine):
-    app = create_app(make_conf(**{"api.auth_strategy": "static", "api.static_tokens": TOKENS}),
-                     engine=engine)
-    yield app
-    app.extensions["cortex"].decisions.close()
-
-
 def test_external_endpoints_need_no_token(static_app):
     assert post(static_app.test_client(), "nova", nova_body()).status_code == 200
 

@@ -189,14 +189,6 @@ def test_limit_out_of_range_is_400_not_clamped(client):
 
 
 @pytest.fixture
-def static_app(engine):
-    app = create_app(make_conf(**{"api.auth_strategy": "static", "api.static_tokens": TOKENS}),
-                     engine=engine)
-    yield app
-    app.extensions["cortex"].decisions.close()
-
-
-@pytest.fixture
 def no_reports_left(engine):
     """Delete the topology reports of the ``hardening-*`` hosts after the test."""
     yield

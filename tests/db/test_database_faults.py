@@ -20,13 +20,11 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from cortex.api.app import create_app
-from cortex.db import guard, migrate
+from cortex.db import guard
 from cortex.db.engine import make_engine
-from cortex.knowledge.fleet import import_fleet, read_fleet
 from tests.api.conftest import make_conf
 from tests.api.test_contract import nova_body, post
-from tests.conftest import DEMO_FLEET, FIXTURES, load_body
-from tests.pg_cluster import temporary_cluster
+from tests.conftest import FIXTURES, load_body, start_demo_cluster
 from tests.waiting import DEADLINE, ManualClock, wait_until
 
 BUDGET = 2.0
@@ -37,12 +35,7 @@ PROMPT = 3 * BUDGET
 @pytest.fixture(scope="module")
 def cluster():
     """A private cluster, migrated, with the demo fleet; thawed after every test."""
-    cluster = temporary_cluster().start()
-    engine = make_engine(cluster.url)
-    migrate.upgrade(engine)
-    with engine.begin() as connection:
-        import_fleet(connection, read_fleet(DEMO_FLEET))
-    engine.dispose()
+    cluster = start_demo_cluster()
     yield cluster
     cluster.destroy()
 

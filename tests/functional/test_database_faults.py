@@ -17,12 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from cortex.db import migrate
-from cortex.db.engine import make_engine
-from cortex.knowledge.fleet import import_fleet, read_fleet
-from tests.conftest import DEMO_FLEET, FIXTURES, load_body
+from tests.conftest import FIXTURES, load_body, start_demo_cluster
 from tests.functional.test_gunicorn import free_port, request, start_gunicorn
-from tests.pg_cluster import temporary_cluster
 
 pytestmark = pytest.mark.functional
 
@@ -33,12 +29,7 @@ PROMPT = 6.0
 @pytest.fixture
 def cluster():
     """A private cluster, migrated, with the demo fleet; destroyed afterwards."""
-    cluster = temporary_cluster().start()
-    engine = make_engine(cluster.url)
-    migrate.upgrade(engine)
-    with engine.begin() as connection:
-        import_fleet(connection, read_fleet(DEMO_FLEET))
-    engine.dispose()
+    cluster = start_demo_cluster()
     yield cluster
     cluster.destroy()
 
