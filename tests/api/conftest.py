@@ -26,6 +26,19 @@ def app(engine, database_url):
     app.extensions["cortex"].decisions.close()
 
 
+def keystone_conf(tmp_path):
+    """A Config with auth_strategy keystone (keystonemiddleware's AuthTokenFixture answers).
+
+    Reservations off, as in :func:`make_conf`: a Nova call would otherwise leave one in
+    the session database for the tests after this one (300 s, the default TTL).
+    """
+    path = tmp_path / "cortex.conf"
+    path.write_text("[api]\nauth_strategy = keystone\n[keystone_authtoken]\n"
+                    "www_authenticate_uri = http://127.0.0.1:5000/v3\n"
+                    "[scheduler]\nreservation_ttl = 0\n")
+    return conf.load(str(path), environ={})
+
+
 @pytest.fixture
 def static_app(engine, request):
     """An app with static tokens: those of the requesting module's ``TOKENS``."""

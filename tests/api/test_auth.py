@@ -3,10 +3,9 @@
 import pytest
 from keystonemiddleware.fixture import AuthTokenFixture
 
-from cortex import conf
 from cortex.api.app import create_app
 from cortex.conf import ConfigError
-from tests.api.conftest import make_conf
+from tests.api.conftest import keystone_conf, make_conf
 from tests.api.test_contract import assert_error, nova_body, post
 
 TOKENS = "ops:admin:admin-secret, grafana:reader:reader-secret, cmp0001:agent:agent-secret"
@@ -76,13 +75,7 @@ def keystone():
     ("tok-admin", 200),
 ])
 def test_keystone_tokens(engine, keystone, token, status, tmp_path):
-    path = tmp_path / "cortex.conf"
-    # reservations off, as in make_conf: the Nova call below would otherwise leave one
-    # in the session database for the tests after this one (300 s, the default TTL)
-    path.write_text("[api]\nauth_strategy = keystone\n[keystone_authtoken]\n"
-                    "www_authenticate_uri = http://127.0.0.1:5000/v3\n"
-                    "[scheduler]\nreservation_ttl = 0\n")
-    app = create_app(conf.load(str(path), environ={}), engine=engine)
+    app = create_app(keystone_conf(tmp_path), engine=engine)
     client = app.test_client()
     headers = {"X-Auth-Token": token} if token else {}
     response = client.get("/v1/decisions", headers=headers)

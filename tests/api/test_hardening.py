@@ -20,12 +20,11 @@ import pytest
 from keystonemiddleware.fixture import AuthTokenFixture
 from sqlalchemy import insert, select, text
 
-from cortex import conf
 from cortex.api.app import create_app
 from cortex.api.guard import BodyGuard, Watchdog
 from cortex.db.models import Decision
 from cortex.knowledge.decisions import COMPACT_FORMAT, DecisionWriter, storable
-from tests.api.conftest import make_conf
+from tests.api.conftest import keystone_conf, make_conf
 from tests.api.test_contract import assert_error, nova_body, post
 from tests.waiting import wait_until
 
@@ -215,11 +214,7 @@ def test_keystone_agent_is_bound_to_its_user_name(engine, tmp_path, no_reports_l
     try:
         fixture.add_token_data(token_id="tok-agent", user_name="hardening-a",
                                role_list=["cortex-agent"], project_id="p")
-        path = tmp_path / "cortex.conf"
-        path.write_text("[api]\nauth_strategy = keystone\n[keystone_authtoken]\n"
-                        "www_authenticate_uri = http://127.0.0.1:5000/v3\n"
-                        "[scheduler]\nreservation_ttl = 0\n")
-        app = create_app(conf.load(str(path), environ={}), engine=engine)
+        app = create_app(keystone_conf(tmp_path), engine=engine)
         client = app.test_client()
         own = client.post("/v1/topology/hardening-a", json=REPORT,
                           headers={"X-Auth-Token": "tok-agent"})
