@@ -22,6 +22,7 @@ from sqlalchemy.exc import OperationalError
 
 from cortex.db import migrate
 from cortex.db.engine import make_engine
+from cortex.knowledge import reservation_feed
 from cortex.knowledge.fleet import import_fleet, read_fleet
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -117,6 +118,7 @@ def database_url(tmp_path_factory) -> str:
     migrate.upgrade(engine)
     engine.dispose()
     yield url
+    reservation_feed.stop_all()  # their listeners would retry the dropped database
     if url.startswith("postgresql"):
         _drop_postgres_database(url)
 

@@ -30,6 +30,7 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -98,6 +99,7 @@ class ReservationFeed:
             self._thread = threading.Thread(target=self._run, name="reservation-feed",
                                             daemon=True)
             self._thread.start()
+            _STARTED.add(self)
 
     def current(self) -> list[Reservation] | None:
         """The reservations as the stream of changes left them; None when not listening.
@@ -141,11 +143,17 @@ class ReservationFeed:
             with self._lock:
                 self._marks.pop(token, None)
 
-    def stop(self) -> None:
-        """Stop listening (tests, shutdown); :meth:`current` answers None from then on."""
+    def stop(self, timeout: float = 0.0) -> None:
+        """Stop listening (tests, shutdown); :meth:`current` answers None from then on.
+
+        ``timeout``: seconds to wait for the listener thread to end (0: do not wait).
+        """
         self._stop.set()
         with self._lock:
             self._items = None
+        thread = self._thread
+        if timeout and thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
 
     def _run(self) -> None:
         """Listen, load, and apply every announced change; reconnect after a failure."""
@@ -242,7 +250,8 @@ class ReservationFeed:
             for reservation_id in [i for i, r in self._by_id.items() if r.expires_at <= now]:
                 self._drop(reservation_id)
             self._known = {i: t for i, t in self._known.items() if t > now}
-        self._items = list(self._by_id.values())
+        # once stopped, never live again: a change applied as stop() ran must not undo it
+        self._items = None if self._stop.is_set() else list(self._by_id.values())
 
 
 def _time(value: str) -> datetime:
@@ -258,3 +267,17 @@ def _reservation(row: dict) -> Reservation:
                                          .items()}),
                        tuple(row.get("gpus") or ()), _time(row["created_at"]),
                        _time(row["expires_at"]))
+
+
+#: The feeds whose listener thread this process started (weakly: a dropped feed goes).
+_STARTED: weakref.WeakSet[ReservationFeed] = weakref.WeakSet()
+
+
+def stop_all(timeout: float = 5.0) -> None:
+    """Stop every feed this process started and wait up to ``timeout`` s for each thread.
+
+    For shutdown and for a test session that drops its database: a listener left
+    running would reconnect to a database that no longer exists, once a second.
+    """
+    for feed in list(_STARTED):
+        feed.stop(timeout)

@@ -7,6 +7,7 @@ from types import MappingProxyType
 
 import pytest
 from sqlalchemy import delete, event, insert, text
+from sqlalchemy.engine import make_url
 
 from cortex.api.metrics import ReservationFeedCollector
 from cortex.db import models
@@ -185,3 +186,19 @@ def test_a_truncate_reloads(feeding, postgres, now):
 
 def test_without_a_feed_there_is_no_gauge(engine):
     assert list(ReservationFeedCollector(ReservationStore(engine)).collect()) == []
+
+
+def test_stop_all_ends_every_listener_this_process_started(database_url, monkeypatch):
+    from cortex.knowledge import reservation_feed
+
+    # only this test's feeds: the session's shared feed must keep listening
+    monkeypatch.setattr(reservation_feed, "_STARTED", reservation_feed.weakref.WeakSet())
+    conninfo = make_url(database_url).set(drivername="postgresql").render_as_string(False)
+    feeds = [reservation_feed.ReservationFeed(conninfo, list, lambda payload: None)
+             for _ in range(2)]
+    for feed in feeds:
+        feed.start()
+    assert eventually(lambda: all(f.current() is not None for f in feeds)), "never live"
+    reservation_feed.stop_all(timeout=DEADLINE)
+    assert all(not feed._thread.is_alive() for feed in feeds)
+    assert all(feed.current() is None for feed in feeds)
