@@ -218,7 +218,7 @@ def create_app(conf: Config, engine: Engine | None = None,
                             on_handled=app_metrics.decision_queue_depth.dec,
                             on_unstorable=app_metrics.decisions_unstorable.inc)
     atexit.register(writer.close)
-    parsers = dict(PARSERS, nova=partial(NovaRequest.from_body, devices=_device_catalog(conf)))
+    parsers = dict(PARSERS, nova=partial(NovaRequest.from_body, devices=device_catalog(conf)))
     knowledge = KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
                                conf.get("database", "max_knowledge_age"),
                                network_keys=MetadataKeys.from_conf(conf),
@@ -284,7 +284,7 @@ def _warn_at_start(conf: Config, knowledge: KnowledgeCache) -> None:
         LOG.exception("startup checks failed; carrying on")
 
 
-def _device_catalog(conf: Config) -> DeviceCatalog:
+def device_catalog(conf: Config) -> DeviceCatalog:
     """The ``[gpu]`` PCI aliases and device profiles; ConfigError when they do not parse."""
     try:
         return DeviceCatalog.from_json(conf.get("gpu", "pci_alias"),

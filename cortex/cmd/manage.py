@@ -55,7 +55,17 @@ def load_fleet(conf: config.Config, args) -> int:
 
 
 def config_check(conf: config.Config, args) -> int:
-    """Validate the configuration and the pipelines file."""
+    """Validate the configuration as the service would at start, and the pipelines file.
+
+    Option values are checked when ``conf`` loads; here also what only the API parses:
+    ``[api] static_tokens`` and ``[gpu] pci_alias``/``device_profiles``. Any error is
+    one line (ConfigError, exit 2).
+    """
+    from cortex.api.app import device_catalog
+    from cortex.api.auth import parse_static_tokens
+
+    parse_static_tokens(conf.get("api", "static_tokens"))
+    device_catalog(conf)
     path = conf.get("scheduler", "pipelines_file") or config.shipped_file("pipelines.yaml")
     pipelines = load_pipelines(path)
     print(f"configuration OK: {conf.source or 'built-in defaults'}; "

@@ -168,3 +168,19 @@ def test_config_check_refuses_a_misspelled_value_in_one_line(tmp_path, capsys):
     assert err.splitlines() == [err]
     assert "[scheduler] unknown_host_policy: 'dorp' is not allowed; expected one of keep, drop" \
         in err
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[api]\nstatic_tokens = ops:root:secret\n", "[api] static_tokens entry 1 must be"),
+    ("[gpu]\npci_alias = {\"name\": \"a100\", \"numa_policy\": \"sometimes\"}\n",
+     "[gpu] pci_alias a100: numa_policy 'sometimes' is not one of"),
+])
+def test_config_check_refuses_what_the_api_would_refuse_at_start(tmp_path, capsys, text,
+                                                                   message):
+    from cortex.cmd.manage import main
+
+    path = tmp_path / "cortex.conf"
+    path.write_text(text)
+    assert main(["--config-file", str(path), "config", "check"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err] and message in err
