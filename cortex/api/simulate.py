@@ -128,7 +128,7 @@ def simulate(service: str):
     """``POST /v1/scheduler/<service>/simulate``: the full step-by-step result as JSON."""
     cortex = current_app.extensions["cortex"]
     started = time.perf_counter()
-    body = read_json_body(cortex.conf.get("api", "max_body_bytes"))
+    body = read_json_body()
     wanted = settings(body, request.args)
     record: dict[str, Any] = {"service": service, "simulated": True,
                               "overrides": {"options": wanted.options,

@@ -31,7 +31,7 @@ def post_topology(host: str):
     problem = name_error(host)
     if problem:
         raise ApiError(400, f"host name {problem}")
-    body = read_json_body(services.conf.get("api", "max_body_bytes"))
+    body = read_json_body()
     errors = services.validator.topology_errors(body)
     if errors:
         raise ApiError(400, "; ".join(errors))
