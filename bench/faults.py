@@ -53,7 +53,10 @@ def call(app, service: str, body: dict) -> tuple[int, float]:
     started = time.monotonic()
     response = app.test_client().post(f"/scheduler/{service}/external",
                                       data=json.dumps(body), content_type="application/json")
-    return response.status_code, time.monotonic() - started
+    elapsed = time.monotonic() - started
+    if response.status_code == 200 and not response.get_json()["hosts"]:
+        raise SystemExit(f"{service}: answered [] - the pipeline's steps did not run")
+    return response.status_code, elapsed
 
 
 def health(app) -> tuple[int, float]:
