@@ -40,7 +40,7 @@ from cortex import conf as config  # noqa: E402
 from cortex.api.app import create_app  # noqa: E402
 from cortex.db import migrate  # noqa: E402
 from cortex.db.engine import make_engine  # noqa: E402
-from cortex.knowledge.fleet import import_fleet, read_fleet  # noqa: E402
+from cortex.store.fleet import import_fleet, read_fleet  # noqa: E402
 from tests.pg_cluster import temporary_cluster  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures"

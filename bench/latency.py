@@ -43,8 +43,8 @@ sys.path.insert(0, str(REPO))
 
 from cortex.db import migrate, models  # noqa: E402
 from cortex.db.engine import make_engine  # noqa: E402
-from cortex.knowledge.fleet import import_fleet  # noqa: E402
 from cortex.knowledge.loader import load_view  # noqa: E402
+from cortex.store.fleet import import_fleet  # noqa: E402
 
 BODIES = {"general": "nova/cpu-general-purpose.json", "gpu": "nova/gpu-2xh100-pinned.json"}
 

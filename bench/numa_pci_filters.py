@@ -28,14 +28,14 @@ from types import MappingProxyType
 from cortex.cpuset import format_cpuset, parse_cpuset
 from cortex.db import migrate
 from cortex.db.engine import make_engine
-from cortex.knowledge.fleet import import_fleet
 from cortex.knowledge.loader import load_view
 from cortex.knowledge.topology import topology_from_report
-from cortex.knowledge.topology_store import store_report
 from cortex.knowledge.view import HostState, Inventory, KnowledgeView, NodeState
 from cortex.pipeline.config import build_pipelines
 from cortex.pipeline.engine import run_pipeline
 from cortex.request import NovaRequest
+from cortex.store.fleet import import_fleet
+from cortex.store.reports import store_report
 
 REPO = Path(__file__).resolve().parents[1]
 REPORT = REPO / "etc/cortex/topology/hgx-h100-8gpu.json"

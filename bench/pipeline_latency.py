@@ -17,7 +17,7 @@ from cortex import conf
 from cortex.api.app import create_app
 from cortex.db import migrate
 from cortex.db.engine import make_engine
-from cortex.knowledge.fleet import import_fleet, read_fleet
+from cortex.store.fleet import import_fleet, read_fleet
 
 REPO = Path(__file__).resolve().parents[1]
 BODIES = ["nova/cpu-general-purpose", "nova/gpu-2xh100-pinned",

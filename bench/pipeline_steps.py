@@ -17,11 +17,11 @@ from pathlib import Path
 from cortex import conf
 from cortex.db import migrate
 from cortex.db.engine import make_engine
-from cortex.knowledge.fleet import import_fleet, read_fleet
 from cortex.knowledge.loader import load_view
 from cortex.pipeline.config import load_pipelines
 from cortex.pipeline.engine import run_pipeline
 from cortex.request import PARSERS
+from cortex.store.fleet import import_fleet, read_fleet
 
 REPO = Path(__file__).resolve().parents[1]
 

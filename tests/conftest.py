@@ -22,8 +22,8 @@ from sqlalchemy.exc import OperationalError
 
 from cortex.db import migrate
 from cortex.db.engine import make_engine
-from cortex.knowledge import reservation_feed
-from cortex.knowledge.fleet import import_fleet, read_fleet
+from cortex.store import reservation_feed
+from cortex.store.fleet import import_fleet, read_fleet
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[1]

@@ -43,13 +43,13 @@ from cortex.conf import Config, ConfigError, shipped_file
 from cortex.db.engine import ConnectionLimits, make_engine
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeCache
-from cortex.knowledge.decisions import DecisionStore, DecisionWriter
 from cortex.knowledge.network import MetadataKeys
-from cortex.knowledge.reservation_store import ReservationStore
 from cortex.pipeline.config import PipelineSet, load_pipelines
 from cortex.pipeline.explain import explain
 from cortex.request import PARSERS, NovaRequest
 from cortex.request.devices import CatalogError, DeviceCatalog
+from cortex.store.decisions import DecisionStore, DecisionWriter
+from cortex.store.reservations import ReservationStore
 
 LOG = logging.getLogger(__name__)
 

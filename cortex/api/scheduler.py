@@ -15,7 +15,6 @@ from cortex.api.errors import ApiError
 from cortex.db import guard
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeUnavailable
-from cortex.knowledge.decisions import COMPACT_FORMAT
 from cortex.knowledge.reservations import with_reservations
 from cortex.knowledge.topology_picture import can_place_connected, picture
 from cortex.knowledge.view import KnowledgeView
@@ -26,6 +25,7 @@ from cortex.pipeline.explain import first_choice
 from cortex.pipeline.reservations import STEP as PROMISE_STEP
 from cortex.pipeline.reservations import promise_first
 from cortex.request import BadRequest
+from cortex.store.decisions import COMPACT_FORMAT
 
 LOG = logging.getLogger(__name__)
 #: Seconds the database waits of one call may take when request_time_budget is 0.
@@ -90,7 +90,7 @@ def schedule(cortex: Any, service: str, body: Any, record: dict[str, Any], start
     raise ApiError. The pipeline sees the in-flight reservations; with ``promise`` the
     answer's first host is re-checked and reserved (:mod:`cortex.pipeline.reservations`).
     With ``stored_form`` the steps go into ``record`` as decision records keep them
-    (:func:`cortex.knowledge.decisions.compact_record`), else whole (``raw`` and
+    (:func:`cortex.store.decisions.compact_record`), else whole (``raw`` and
     ``scaled`` per host, ``final_weights``). Returns ``(request, view, result)``; raises
     ApiError 400/503 as the contract says.
     """
@@ -249,7 +249,7 @@ def _result_fields(result: PipelineResult, version: int, stored_form: bool) -> d
 
     The stored form is what the writer would make of the whole one (``weighed`` once,
     weigher values as lists, no scaled values, no final weights; see
-    :func:`cortex.knowledge.decisions.compact_record`), built here from the engine's
+    :func:`cortex.store.decisions.compact_record`), built here from the engine's
     lists instead of from per-host maps that would only be taken apart again.
     """
     fields = {"result": result.hosts, "unknown_hosts": result.unknown_hosts,

@@ -157,7 +157,7 @@ def poison_errors(body: object) -> list[str]:
     Messages name the place (``weights.cmp0001: ...``), at most :data:`MAX_MESSAGES`.
     About 1.5 ms for a 1,000-host Nova body. Any other string may hold anything:
     the decision writer stores NUL and lone surrogates as U+FFFD
-    (:func:`cortex.knowledge.decisions.storable`).
+    (:func:`cortex.store.decisions.storable`).
     """
     messages = _bad_numbers(body)
     if isinstance(body, dict) and _NOT_IN_NAMES.search("".join(_names(body))):

@@ -10,7 +10,8 @@ from sqlalchemy.exc import DataError, SQLAlchemyError
 from cortex.api.errors import ApiError
 from cortex.api.scheduler import read_json_body
 from cortex.api.schema import name_error
-from cortex.knowledge.topology_store import TopologyError, read_reports, store_report
+from cortex.knowledge.reports import read_reports
+from cortex.store.reports import TopologyError, store_report
 
 MAX_HOST = 255
 

@@ -11,8 +11,8 @@ from cortex.api.app import create_app
 from cortex.cli import CommandError, parser, run
 from cortex.db import migrate
 from cortex.db.engine import make_engine
-from cortex.knowledge.fleet import FleetError, import_fleet, read_fleet
 from cortex.log import setup_logging
+from cortex.store.fleet import FleetError, import_fleet, read_fleet
 
 LOG = logging.getLogger("cortex.api")
 

@@ -13,17 +13,17 @@ from cortex import conf as config
 from cortex.cli import add_format, emit, parser, require_extra, run
 from cortex.db import migrate
 from cortex.db.engine import make_engine
-from cortex.knowledge.decisions import DecisionStore
-from cortex.knowledge.fleet import FleetError, import_fleet, read_fleet
 from cortex.knowledge.loader import load_view
 from cortex.knowledge.network import MetadataKeys, NetworkTopologyError, read_topology_file
-from cortex.knowledge.network_store import store_topology
-from cortex.knowledge.reservation_store import ReservationStore
 from cortex.pipeline.config import PipelineConfigError, load_pipelines
 from cortex.pipeline.explain import explain, render_text
 from cortex.plugins.base import describe_options
 from cortex.plugins.registry import FILTERS, WEIGHERS, load_all
 from cortex.simulator.fleet import SimulationError
+from cortex.store.decisions import DecisionStore
+from cortex.store.fleet import FleetError, import_fleet, read_fleet
+from cortex.store.network import store_topology
+from cortex.store.reservations import ReservationStore
 
 
 def db_upgrade(conf: config.Config, args) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 from types import MappingProxyType
+from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.orm import Session, selectinload
@@ -16,9 +17,8 @@ from cortex.knowledge.network import (
     MetadataKeys,
     build_topology,
 )
-from cortex.knowledge.network_store import read_topologies
+from cortex.knowledge.reports import read_reports, report_times
 from cortex.knowledge.topology import HostTopology, placement_gpu_usage, topology_from_report
-from cortex.knowledge.topology_store import read_reports, report_times
 from cortex.knowledge.view import (
     Aggregate,
     HostState,
@@ -225,3 +225,31 @@ def _pools(rows) -> MappingProxyType:
             MappingProxyType({k: float(v) for k, v in (r.features or {}).items()}),
             r.resource_count or 0)
     return MappingProxyType({k: MappingProxyType(v) for k, v in by_service.items()})
+
+
+def read_topologies(session: Session) -> dict[str, dict[str, Any]]:
+    """The stored domains and locations by source, each as a parse_topology-shaped document.
+
+    ``{source: {"spines": {name: {"uplink_gbps"}}, "leaves": {name: {...,"hosts"}}}}``
+    (``file``, ``prometheus``; a source with no rows is absent). A source's locations
+    on a leaf another source defines appear under that leaf with only their hosts.
+    """
+    documents: dict[str, dict[str, Any]] = {}
+
+    def document(source: str) -> dict[str, Any]:
+        return documents.setdefault(source, {"spines": {}, "leaves": {}})
+
+    for row in session.scalars(select(models.NetworkDomain)).all():
+        if row.kind == "spine":
+            document(row.source)["spines"][row.name] = {"uplink_gbps": row.uplink_gbps}
+            continue
+        leaf: dict[str, Any] = {"hosts": []}
+        for key in ("spine", "block", "uplink_gbps", "adjacent"):
+            if getattr(row, key) is not None:
+                leaf[key] = getattr(row, key)
+        document(row.source)["leaves"][row.name] = leaf
+    for row in session.scalars(select(models.NetworkLocation)
+                               .order_by(models.NetworkLocation.host)).all():
+        leaves = document(row.source)["leaves"]
+        leaves.setdefault(row.leaf, {"hosts": []})["hosts"].append(row.host)
+    return documents

@@ -103,7 +103,7 @@ class StepRecord:
     def as_stored(self) -> dict[str, Any]:
         """The form decision records keep: ``raw`` a list in ``weighed`` order, no ``scaled``.
 
-        :func:`cortex.knowledge.decisions.expand_record` turns it back into :meth:`as_dict`.
+        :func:`cortex.store.decisions.expand_record` turns it back into :meth:`as_dict`.
         """
         document = self._fields()
         if self.values:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from cortex.knowledge.reservations import MemoryReservations, with_reservations
+from cortex.knowledge.reservations import with_reservations
 from cortex.pipeline.config import PipelineSet
 from cortex.pipeline.engine import run_pipeline
 from cortex.pipeline.reservations import promise_first
@@ -31,6 +31,7 @@ from cortex.simulator.cloud import EPOCH, SimCloud
 from cortex.simulator.fleet import Fleet, SimulationError
 from cortex.simulator.replay import request_body
 from cortex.simulator.trace import TraceRequest
+from cortex.store.memory import MemoryReservations
 
 SIZES = (2, 2, 3, 4, 4, 6, 8, 8, 12, 16)  # group sizes drawn with these odds
 TTL = 60.0  # simulated seconds a reservation lives: a group's calls all come at its arrival

@@ -40,20 +40,13 @@ from collections import Counter, defaultdict
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, select
 
 from cortex.db import models
 from cortex.sync.source import SyncContext
 
 GPU_CLASSES = ("PGPU", "VGPU")
 NVIDIA_PCI_PREFIX = "CUSTOM_PCI_10DE_"
-
-
-def bump_version(connection: Connection) -> None:
-    """Increment the knowledge version so API workers rebuild their views."""
-    table = models.KnowledgeVersion.__table__
-    connection.execute(update(table).where(table.c.id == 1).values(
-        version=table.c.version + 1, updated_at=func.now()))
 
 
 def is_gpu_class(resource_class: str) -> bool:

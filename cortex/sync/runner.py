@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Engine
 
+from cortex.store.version import bump_version
 from cortex.sync import derive
 from cortex.sync.leader import lock_source
 from cortex.sync.source import Source, SyncContext
@@ -70,7 +71,7 @@ def run_source(engine: Engine, source: Source, batch_size: int = 1000,
             if source_changed:
                 for step in DERIVATIONS.get(source.name, ()):
                     step(ctx)
-                derive.bump_version(connection)
+                bump_version(connection)
             ctx.detail["tables"] = {name: vars(c) for name, c in sorted(ctx.tables.items())}
             duration = time.monotonic() - started
             record_success(connection, source.name, at, duration, ctx.rows, ctx.changed,

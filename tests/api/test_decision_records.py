@@ -1,4 +1,4 @@
-"""Decision records are stored compact and read back whole (cortex.knowledge.decisions).
+"""Decision records are stored compact and read back whole (cortex.store.decisions).
 
 Every bundled request body of every service runs through the API. The endpoint hands
 the writer its record in the stored form; after a JSON round trip, as the database
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cortex.api import scheduler
-from cortex.knowledge.decisions import COMPACT_FORMAT, compact_record, expand_record
+from cortex.store.decisions import COMPACT_FORMAT, compact_record, expand_record
 from tests.waiting import DEADLINE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

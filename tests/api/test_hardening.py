@@ -23,7 +23,7 @@ from sqlalchemy import insert, select, text
 from cortex.api.app import create_app
 from cortex.api.guard import BodyGuard, Watchdog
 from cortex.db.models import Decision
-from cortex.knowledge.decisions import COMPACT_FORMAT, DecisionWriter, storable
+from cortex.store.decisions import COMPACT_FORMAT, DecisionWriter, storable
 from tests.api.conftest import keystone_conf, make_conf
 from tests.api.test_contract import assert_error, nova_body, post
 from tests.waiting import wait_until

@@ -18,7 +18,7 @@ import pytest
 from cortex.api.app import create_app
 from cortex.db import migrate
 from cortex.db.engine import make_engine
-from cortex.knowledge.fleet import import_fleet, read_fleet
+from cortex.store.fleet import import_fleet, read_fleet
 from tests.api.conftest import make_conf
 from tests.conftest import (
     DEMO_FLEET,

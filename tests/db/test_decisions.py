@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import delete
 
 from cortex.db.models import Decision
-from cortex.knowledge.decisions import DecisionStore, DecisionWriter
+from cortex.store.decisions import DecisionStore, DecisionWriter
 from tests.waiting import DEADLINE
 
 

@@ -4,8 +4,8 @@ import pytest
 from sqlalchemy import func, select
 
 from cortex.db import models
-from cortex.knowledge.fleet import FleetError, import_fleet, read_fleet
 from cortex.knowledge.loader import load_view, read_version
+from cortex.store.fleet import FleetError, import_fleet, read_fleet
 from tests.conftest import DEMO_FLEET
 
 SMALL = {

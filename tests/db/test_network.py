@@ -6,7 +6,7 @@ from cortex.cmd import manage
 from cortex.db import models
 from cortex.knowledge.loader import load_view
 from cortex.knowledge.network import read_topology_file
-from cortex.knowledge.network_store import store_topology
+from cortex.store.network import store_topology
 from tests.conftest import REPO
 
 TOPOLOGY = REPO / "etc" / "cortex" / "network-topology.yaml"

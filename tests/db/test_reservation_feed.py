@@ -11,10 +11,10 @@ from sqlalchemy.engine import make_url
 
 from cortex.api.metrics import ReservationFeedCollector
 from cortex.db import models
-from cortex.knowledge import reservation_store
-from cortex.knowledge.reservation_feed import APPLICATION_NAME, TRIGGER
-from cortex.knowledge.reservation_store import ReservationStore
 from cortex.knowledge.reservations import Reservation
+from cortex.store import reservations as reservation_store
+from cortex.store.reservation_feed import APPLICATION_NAME, TRIGGER
+from cortex.store.reservations import ReservationStore
 from tests.waiting import DEADLINE, eventually
 
 #: How long the rows of these tests live. The feed loads and sweeps by the real clock,
@@ -134,12 +134,12 @@ def test_without_its_connection_the_feed_hands_over_to_the_table(feeding, postgr
 
 def test_a_database_without_the_trigger_is_read_on_every_call(postgres, monkeypatch, caplog,
                                                               now):
-    monkeypatch.setattr("cortex.knowledge.reservation_feed._TRIGGER",
+    monkeypatch.setattr("cortex.store.reservation_feed._TRIGGER",
                         "SELECT 1 WHERE false")  # as if migration 0007 had not run
     url = postgres.url.render_as_string(hide_password=False)
     reservation_store._feed(url, 3).stop()  # the other tests' feed: a new one for this test
     reservation_store._feed.cache_clear()
-    caplog.set_level(logging.WARNING, "cortex.knowledge.reservation_feed")
+    caplog.set_level(logging.WARNING, "cortex.store.reservation_feed")
     try:
         store = ReservationStore(postgres, feed=True)
         store.active(now)
@@ -189,7 +189,7 @@ def test_without_a_feed_there_is_no_gauge(engine):
 
 
 def test_stop_all_ends_every_listener_this_process_started(database_url, monkeypatch):
-    from cortex.knowledge import reservation_feed
+    from cortex.store import reservation_feed
 
     # only this test's feeds: the session's shared feed must keep listening
     monkeypatch.setattr(reservation_feed, "_STARTED", reservation_feed.weakref.WeakSet())

@@ -11,8 +11,8 @@ from sqlalchemy import delete, text
 from cortex.db import models
 from cortex.db.engine import make_engine
 from cortex.db.migrate import upgrade
-from cortex.knowledge.reservation_store import ReservationStore
 from cortex.knowledge.reservations import Reservation, with_reservations
+from cortex.store.reservations import ReservationStore
 from tests.fakes import host, instance, inventory, view
 
 #: Every time here reaches the code under test as an argument, and nothing compares it
@@ -151,10 +151,10 @@ def test_the_promise_recheck_shares_the_synced_views_facts(monkeypatch):
     """The re-check under the lock overlays the request's view: facts the plugins keep
     per knowledge version (``root.derived``) are read, not rebuilt for every promise."""
     from cortex import conf
-    from cortex.knowledge.reservations import MemoryReservations
     from cortex.pipeline import reservations as promising
     from cortex.pipeline.config import load_pipelines
     from cortex.pipeline.engine import run_pipeline
+    from cortex.store.memory import MemoryReservations
     from tests.fakes import nova
 
     base = view(host("h1", inventories={"VCPU": inventory(64), "MEMORY_MB": inventory(262144),

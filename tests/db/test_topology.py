@@ -10,9 +10,9 @@ from cortex import conf
 from cortex.api.app import create_app
 from cortex.db import migrate, models
 from cortex.db.engine import make_engine
-from cortex.knowledge.fleet import FleetError, import_fleet, read_fleet, topology_report
 from cortex.knowledge.loader import load_view, read_version
 from cortex.knowledge.topology import topology_from_report
+from cortex.store.fleet import FleetError, import_fleet, read_fleet, topology_report
 from tests.conftest import DEMO_FLEET, _create_postgres_database, _drop_postgres_database
 from tests.topology_fakes import agent_report, cell, gpu, layout_names
 
@@ -251,8 +251,8 @@ def test_placement_child_providers_decide_which_gpus_are_in_use(db):
     from sqlalchemy import insert, select
 
     from cortex.db import models
-    from cortex.knowledge.fleet import import_fleet, read_fleet
     from cortex.knowledge.loader import load_view
+    from cortex.store.fleet import import_fleet, read_fleet
     from tests.conftest import DEMO_FLEET
 
     import_fleet(db, read_fleet(DEMO_FLEET))

@@ -12,7 +12,7 @@ from sqlalchemy import insert, select
 
 from cortex.db import migrate, models
 from cortex.db.engine import make_engine
-from cortex.knowledge.topology_store import read_reports
+from cortex.knowledge.reports import read_reports
 from tests.conftest import _create_postgres_database, _drop_postgres_database
 
 HOSTS, GPUS_PER_HOST = 8_200, 8  # 65,600 GPUs: one more host than the protocol allows

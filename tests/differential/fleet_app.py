@@ -18,7 +18,7 @@ from cortex import conf
 from cortex.api.app import create_app
 from cortex.db import migrate
 from cortex.db.engine import make_engine
-from cortex.knowledge.fleet import import_fleet
+from cortex.store.fleet import import_fleet
 
 #: The differential's pipeline: the filters that stand in for Nova's NUMATopologyFilter and
 #: PciPassthroughFilter, and the trait filter (the bodies carry Nova's pre-filter traits).

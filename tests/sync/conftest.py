@@ -18,7 +18,7 @@ from cortex import conf as config
 from cortex.db import migrate
 from cortex.db.engine import make_engine
 from cortex.db.models import Base
-from cortex.knowledge import reservation_feed
+from cortex.store import reservation_feed
 from tests.conftest import _create_postgres_database, _drop_postgres_database
 from tests.fake_openstack import FakeCloud, FakeOpenStack
 from tests.real_servers import ServerUnavailable, start_placement, stop

@@ -18,7 +18,7 @@ from cortex.api.app import create_app
 from cortex.cmd import manage
 from cortex.db import models
 from cortex.knowledge.loader import load_view, read_version
-from cortex.knowledge.network_store import store_topology
+from cortex.store.network import store_topology
 from cortex.sync.runner import run_source
 from cortex.sync.sources.prometheus import PrometheusSource
 from cortex.sync.sources.prometheus_network import NetworkQuery

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from cortex.api.app import create_app
-from cortex.knowledge.fleet import import_fleet, read_fleet
+from cortex.store.fleet import import_fleet, read_fleet
 from tests.conftest import FIXTURES, REPO, load_body
 from tests.functional.test_gunicorn import request, start_gunicorn
 from tests.real_servers import free_port

@@ -14,11 +14,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2] / "cortex"
 # For each layer, the cortex packages it must never import.
 FORBIDDEN = {
-    "db": {"api", "pipeline", "plugins", "knowledge", "request", "cmd", "sync"},
-    "knowledge": {"api", "pipeline", "plugins", "cmd", "sync"},
-    "plugins": {"api", "pipeline", "db", "cmd", "sync"},
-    "pipeline": {"api", "db", "cmd", "sync"},
-    "request": {"api", "pipeline", "plugins", "knowledge", "db", "cmd", "sync"},
+    "db": {"api", "pipeline", "plugins", "knowledge", "request", "cmd", "sync", "store"},
+    "knowledge": {"api", "pipeline", "plugins", "cmd", "sync", "store"},
+    "store": {"api", "pipeline", "plugins", "cmd", "sync", "simulator", "agent"},
+    "plugins": {"api", "pipeline", "db", "cmd", "sync", "store"},
+    "pipeline": {"api", "db", "cmd", "sync", "store"},
+    "request": {"api", "pipeline", "plugins", "knowledge", "db", "cmd", "sync", "store"},
     "api": {"cmd", "sync"},
     "agent": {"api", "pipeline", "plugins", "knowledge", "db", "request", "cmd", "sync"},
     "sync": {"api", "pipeline", "plugins", "knowledge", "request", "cmd", "agent"},

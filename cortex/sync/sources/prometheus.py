@@ -46,6 +46,7 @@ from sqlalchemy import delete, func, select
 from cortex.conf import Config, ConfigError, shipped_file
 from cortex.db import models
 from cortex.documents import load_yaml
+from cortex.store import network as network_rows
 from cortex.sync import derive
 from cortex.sync.openstack import SourceError
 from cortex.sync.snapshot import TableCounts, append_rows
@@ -325,14 +326,13 @@ class PrometheusSource(Source):
         found = [location for result in data["result"] if (
             location := prometheus_network.parse_series(query, result["metric"], resolve,
                                                         skipped)) is not None]
-        earlier_hosts, earlier_domains = prometheus_network.earlier_rows(ctx.connection,
-                                                                         self.name)
+        earlier_hosts, earlier_domains = network_rows.earlier_rows(ctx.connection, self.name)
         locations, placed_earlier = prometheus_network.resolve_locations(
             found, earlier_hosts, earlier_domains, skipped)
         domains, hosts = prometheus_network.domain_rows(locations, earlier_domains, self.name)
-        for table, counts in prometheus_network.replace_rows(
+        for table, written in network_rows.replace_source_rows(
                 ctx.connection, self.name, domains, hosts).items():
-            ctx.count(table, counts)
+            ctx.count(table, TableCounts(written.rows, written.upserted, written.deleted))
         ctx.detail["network"] = {"locations": len(hosts), "placed_by_file": placed_earlier,
                                  "skipped_malformed": skipped.malformed,
                                  "skipped_conflicting": skipped.conflicting}

@@ -8,7 +8,8 @@ feature queries' host labels), ``prometheus_leaf_label`` its leaf, and optionall
 and ``prometheus_uplink_label`` its uplink in Gbit/s. The series' values are ignored.
 
 The prometheus sync source stores the result in ``network_locations`` and
-``network_domains`` with source ``prometheus``, replacing its previous rows and
+``network_domains`` with source ``prometheus`` through
+:func:`cortex.store.network.replace_source_rows`, replacing its previous rows and
 never touching the rows of other sources. The issue orders the sources aggregates,
 file, Prometheus, so:
 
@@ -35,14 +36,9 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
-
 from cortex.conf import Config, ConfigError
-from cortex.db import models
-from cortex.sync.snapshot import TableCounts
 
 LOG = logging.getLogger(__name__)
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")  # Prometheus's label name rule
@@ -219,61 +215,3 @@ def domain_rows(locations: Mapping[str, SeriesLocation], earlier_domains: Mappin
                                        "uplink_gbps": None, "adjacent": None, "source": source}
     hosts = {host: {"leaf": x.leaf, "source": source} for host, x in locations.items()}
     return domains, hosts
-
-
-def earlier_rows(connection, source: str) -> tuple[set[str], dict[str, str]]:
-    """``(hosts, {domain name: kind})`` stored by sources other than ``source``."""
-    hosts = set(connection.execute(select(models.NetworkLocation.host)
-                                   .where(models.NetworkLocation.source != source)).scalars())
-    domains = dict(connection.execute(
-        select(models.NetworkDomain.name, models.NetworkDomain.kind)
-        .where(models.NetworkDomain.source != source)).all())
-    return hosts, domains
-
-
-def replace_rows(connection, source: str, domains: Mapping[str, Mapping[str, Any]],
-                 hosts: Mapping[str, Mapping[str, Any]]) -> dict[str, TableCounts]:
-    """Make the rows of ``source`` in both tables exactly ``domains`` and ``hosts``.
-
-    Only rows that differ are written (``updated_at`` says when a row last changed), so
-    an unchanged fabric changes nothing and does not bump the knowledge version.
-    Domains are written first and deleted last, and updated in place, so no location
-    ever points at a missing leaf and the ``ON DELETE CASCADE`` of
-    ``network_locations.leaf`` never drops one. Returns the counts by table name.
-    """
-    now = datetime.now(UTC)
-    domain_table = models.NetworkDomain.__table__
-    location_table = models.NetworkLocation.__table__
-    counts = {domain_table.name: _write(connection, domain_table, "name", source, domains, now),
-              location_table.name: _write(connection, location_table, "host", source, hosts,
-                                          now)}
-    for table, key, wanted in ((location_table, "host", hosts),
-                               (domain_table, "name", domains)):
-        gone = [name for name in _stored(connection, table, key, source) if name not in wanted]
-        if gone:
-            counts[table.name].deleted = connection.execute(delete(table).where(
-                table.c.source == source, table.c[key].in_(gone))).rowcount
-    return counts
-
-
-def _stored(connection, table, key: str, source: str) -> dict[str, dict[str, Any]]:
-    """``{key: row}`` of ``source``'s rows in ``table``, without key and timestamp."""
-    columns = [c for c in table.c if c.name not in (key, "updated_at")]
-    return {row[0]: dict(zip((c.name for c in columns), row[1:], strict=True))
-            for row in connection.execute(select(table.c[key], *columns)
-                                          .where(table.c.source == source))}
-
-
-def _write(connection, table, key: str, source: str, wanted: Mapping[str, Mapping[str, Any]],
-           now: datetime) -> TableCounts:
-    """Insert the ``wanted`` rows ``table`` lacks, update those that differ; the counts."""
-    stored = _stored(connection, table, key, source)
-    new = [{key: name, **row, "updated_at": now} for name, row in wanted.items()
-           if name not in stored]
-    if new:
-        connection.execute(insert(table), new)
-    changed = [name for name, row in wanted.items() if name in stored and stored[name] != row]
-    for name in changed:
-        connection.execute(update(table).where(table.c[key] == name)
-                           .values(**wanted[name], updated_at=now))
-    return TableCounts(rows=len(wanted), upserted=len(new) + len(changed))

@@ -49,11 +49,13 @@ from typing import Any
 
 import jsonschema
 import yaml
-from sqlalchemy import Connection, delete, func, insert, update
+from sqlalchemy import Connection, delete, insert
 
 from cortex.cpuset import format_cpuset, parse_cpuset
 from cortex.db import models
 from cortex.documents import load_yaml
+from cortex.store.reports import TopologyError, store_report
+from cortex.store.version import bump_version
 
 _INVENTORY = {
     "type": "object",
@@ -181,8 +183,6 @@ def import_fleet(connection: Connection, fleet: Mapping[str, Any]) -> dict[str, 
     Runs on the caller's ``connection`` inside its transaction (commit or roll back
     is the caller's). Returns row counts ``{"hosts", "aggregates", "storage_pools"}``.
     """
-    from cortex.knowledge.topology_store import TopologyError, store_report
-
     for table in (models.ResourceInventory, models.ComputeNode, models.AggregateHost,
                   models.Aggregate, models.StoragePool, models.HostTopology):
         connection.execute(delete(table))
@@ -203,13 +203,6 @@ def import_fleet(connection: Connection, fleet: Mapping[str, Any]) -> dict[str, 
     bump_version(connection)
     return {"hosts": len(fleet.get("hosts", ())), "aggregates": len(fleet.get("aggregates", ())),
             "storage_pools": len(pools)}
-
-
-def bump_version(connection: Connection) -> None:
-    """Increment the knowledge version so API workers rebuild their views."""
-    connection.execute(update(models.KnowledgeVersion).where(models.KnowledgeVersion.id == 1)
-                       .values(version=models.KnowledgeVersion.version + 1,
-                               updated_at=func.now()))
 
 
 def _insert_aggregate(connection: Connection, aggregate: Mapping[str, Any]) -> None:

@@ -33,8 +33,8 @@ from cortex.db.engine import (
     dumps_json,
     make_engine,
 )
-from cortex.knowledge.reservation_feed import CHANNEL, ReservationFeed
 from cortex.knowledge.reservations import Reservation
+from cortex.store.reservation_feed import CHANNEL, ReservationFeed
 
 #: First key of the advisory lock, so that Cortex's host locks never meet another
 #: user's (the sync leader lock uses its own key).
@@ -149,7 +149,7 @@ class ReservationStore:
     (:func:`_unpinged`).
 
     With ``feed`` (PostgreSQL, the API workers) :meth:`active` answers from the
-    process's :class:`~cortex.knowledge.reservation_feed.ReservationFeed` while it
+    process's :class:`~cortex.store.reservation_feed.ReservationFeed` while it
     listens, and reads the table otherwise.
     """
 
