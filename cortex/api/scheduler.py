@@ -16,7 +16,6 @@ from cortex.db import guard
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeUnavailable
 from cortex.knowledge.reservations import with_reservations
-from cortex.knowledge.topology_picture import can_place_connected, picture
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
 from cortex.pipeline.config import Pipeline
@@ -25,6 +24,8 @@ from cortex.pipeline.explain import first_choice
 from cortex.pipeline.reservations import STEP as PROMISE_STEP
 from cortex.pipeline.reservations import promise_first
 from cortex.request import BadRequest
+from cortex.rules.demand import gpu_count
+from cortex.rules.gpu_sets import can_place_connected
 from cortex.store.decisions import COMPACT_FORMAT
 
 LOG = logging.getLogger(__name__)
@@ -209,18 +210,6 @@ def observe(metrics: Any, record: dict[str, Any], parsed: Any, view: KnowledgeVi
             pipeline, "connected" if connected else "not_connected").inc()
 
 
-def requested_gpus(request: Any) -> int:
-    """Whole GPUs a Nova request asks for: its PCI requests or ``PGPU``/``CUSTOM_PCI_*``.
-
-    The larger of the two counts: with PCI in Placement, Nova expresses one PCI alias
-    request both ways, and they must not add up.
-    """
-    pci = sum(p.count for p in getattr(request, "pci_requests", ()))
-    resources = getattr(request, "resources", {})
-    return max(pci, sum(n for rc, n in resources.items()
-                        if rc == "PGPU" or rc.startswith("CUSTOM_PCI_")))
-
-
 def gpu_placement(request: Any, view: KnowledgeView, hosts: list[str]) -> bool | None:
     """Whether the first host of a multi-GPU Nova request has NVLink-joined free GPUs.
 
@@ -228,12 +217,12 @@ def gpu_placement(request: Any, view: KnowledgeView, hosts: list[str]) -> bool |
     host reports no topology. Nova's PCI tracker picks the devices itself, so this
     says whether a fully NVLink-connected set was free, not which set Nova took.
     """
-    if request.service != "nova" or not hosts or requested_gpus(request) < 2:
+    if request.service != "nova" or not hosts or gpu_count(request) < 2:
         return None
-    topology = picture(view.hosts.get(hosts[0]))
-    if topology is None:
+    state = view.hosts.get(hosts[0])
+    if state is None or state.topology is None:
         return None
-    return can_place_connected(topology, requested_gpus(request))
+    return can_place_connected(state.topology, gpu_count(request))
 
 
 def _request_fields(parsed: Any, body: dict[str, Any]) -> dict[str, Any]:

@@ -4,9 +4,8 @@ Server-rendered Jinja templates (``cortex/api/templates``) with one stylesheet a
 few lines of JavaScript (``cortex/api/static``); no front-end build step. Every
 page reads what the API already holds: the worker's knowledge view, the decision
 log and the loaded pipelines. The pictures of a host's topology are SVG drawn by
-the template from :func:`topology_layout`, whose input comes from
-``cortex.knowledge.topology_picture`` (the one module to adapt when the topology
-shape changes).
+the template from :func:`topology_layout`, over the host's
+:class:`~cortex.knowledge.topology.HostTopology`.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from flask import current_app, redirect, render_template, request, send_from_dir
 from cortex.api.errors import ApiError
 from cortex.knowledge import kpis
 from cortex.knowledge.cache import KnowledgeUnavailable
-from cortex.knowledge.topology_picture import TopologyPicture, picture
+from cortex.knowledge.topology import GpuLink, HostTopology, NumaCell
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.explain import explain
 from cortex.pipeline.overrides import step_options
@@ -138,7 +137,7 @@ def _host_row(host: Any) -> dict[str, Any]:
         free_total[0] += kpis.free_units(inventory)
         free_total[1] += int(inventory.capacity)
     return {"host": host.host, "status": _status(host), "usage": kpis.host_usage(host),
-            "gpus": gpus, "topology": picture(host) is not None}
+            "gpus": gpus, "topology": host.topology is not None}
 
 
 def _pools(view: KnowledgeView) -> list[dict[str, Any]]:
@@ -155,7 +154,7 @@ def host_page(host: str):
     state = _view().hosts.get(host)
     if state is None:
         raise ApiError(404, f"no host {host} in the knowledge view")
-    topology = picture(state)
+    topology = state.topology
     return _page("host.html", host=state, status=_status(state), usage=kpis.host_usage(state),
                  gpus=kpis.host_gpus(state), topology=topology,
                  layout=topology_layout(topology) if topology else None,
@@ -174,18 +173,19 @@ class Box:
     css: str
 
 
-def topology_layout(topology: TopologyPicture) -> dict[str, Any]:
+def topology_layout(topology: HostTopology) -> dict[str, Any]:
     """Coordinates of the host picture: NUMA cells on top, their GPUs below, links.
 
     GPUs sit in one row, grouped under their cell (unknown cell last); NVLinks are
     drawn as arcs under the row (width by link count), PCIe links between GPUs behind
     one switch (``PIX``/``PXB``) as dashed arcs; when every pair of three or more
     GPUs is NVLink-joined (NVSwitch) one bar stands for all of them. Returns
-    ``{width, height, cells, gpus, arcs, bar}`` for the template.
+    ``{width, height, cells, gpus, arcs, bar, bottom, mig}`` for the template; ``mig``
+    lists ``(PCI address, instance labels)`` of the GPUs split by MIG.
     """
-    groups = [(c, [g for g in topology.gpus if g.cell == c.id]) for c in topology.cells]
+    groups = [(c, [g for g in topology.gpus if g.numa_node == c.id]) for c in topology.cells]
     known = {c.id for c in topology.cells}
-    orphans = [g for g in topology.gpus if g.cell not in known]
+    orphans = [g for g in topology.gpus if g.numa_node not in known]
     if orphans:
         groups.append((None, orphans))
     cells, gpus, centre, x = [], [], {}, 10.0
@@ -196,46 +196,56 @@ def topology_layout(topology: TopologyPicture) -> dict[str, Any]:
             gx = x + i * (_GPU_W + _GAP)
             css = "gpu " + ("used" if gpu.in_use else "free") + ("" if gpu.healthy
                                                                  else " unhealthy")
-            name = gpu.name.removeprefix("NVIDIA ")[:17]
-            gpus.append(Box(gx, _TOP, _GPU_W, _GPU_H, (name, gpu.address,
+            name = (gpu.name or "GPU").removeprefix("NVIDIA ")[:17]
+            gpus.append(Box(gx, _TOP, _GPU_W, _GPU_H, (name, gpu.pci_address,
                                                        "in use" if gpu.in_use else "free"), css))
-            centre[gpu.address] = gx + _GPU_W / 2
+            centre[gpu.pci_address] = gx + _GPU_W / 2
         x += width + 3 * _GAP
     arcs, bar = _arcs(topology, centre)
     depth = max((a["depth"] for a in arcs), default=0)
     height = _TOP + _GPU_H + max(depth, 40 if bar else 0) + 30
+    mig = [(g.pci_address, [f"{i.profile}{' (in use)' if i.in_use else ''}"
+                            for i in g.mig_instances]) for g in topology.gpus if g.mig_instances]
     return {"width": max(x, 300), "height": height, "cells": cells, "gpus": gpus,
-            "arcs": arcs, "bar": bar, "bottom": _TOP + _GPU_H}
+            "arcs": arcs, "bar": bar, "bottom": _TOP + _GPU_H, "mig": mig}
 
 
-def _cell_lines(cell: Any) -> tuple[str, ...]:
+def _cell_lines(cell: NumaCell | None) -> tuple[str, ...]:
     """Label of a NUMA cell box."""
     if cell is None:
         return ("NUMA cell unknown",)
     socket = f", socket {cell.socket}" if cell.socket is not None else ""
-    memory = (f"{quantity(cell.memory_mb, 'MEMORY_MB')}, "
-              f"{quantity(cell.memory_used_mb, 'MEMORY_MB')} used")
+    memory = (f"{quantity(cell.memory, 'MEMORY_MB')}, "
+              f"{quantity(cell.memory_usage, 'MEMORY_MB')} used")
     return (f"NUMA {cell.id}{socket}",
-            f"{cell.cpus} CPUs, {cell.dedicated} dedicated, {cell.pinned} pinned", memory)
+            f"{len(cell.cpus)} CPUs, {len(cell.pcpuset)} dedicated, "
+            f"{len(cell.pinned_cpus)} pinned", memory)
 
 
-def _arcs(topology: TopologyPicture, centre: dict[str, float]):
+def pair_links(topology: HostTopology) -> list[GpuLink]:
+    """Each GPU pair's link once (the topology maps both orders), by address pair."""
+    return sorted((k for (a, b), k in topology.links.items() if a < b),
+                  key=lambda k: tuple(sorted((k.a, k.b))))
+
+
+def _arcs(topology: HostTopology, centre: dict[str, float]):
     """Arcs between GPU centres, or an NVSwitch bar when all pairs have NVLink."""
-    addresses = [g.address for g in topology.gpus]
-    nvlinked = {frozenset((k.a, k.b)) for k in topology.links if k.nvlink > 0}
+    addresses = [g.pci_address for g in topology.gpus]
+    links = pair_links(topology)
+    nvlinked = {frozenset((k.a, k.b)) for k in links if k.nvlink > 0}
     all_pairs = len(addresses) >= 3 and all(
         frozenset((a, b)) in nvlinked for i, a in enumerate(addresses) for b in addresses[i + 1:])
     bottom = _TOP + _GPU_H
     if all_pairs:
-        counts = sorted({k.nvlink for k in topology.links if k.nvlink > 0})
+        counts = sorted({k.nvlink for k in links if k.nvlink > 0})
         xs = [centre[a] for a in addresses]
         return [], {"x1": min(xs), "x2": max(xs), "y": bottom + 30, "xs": xs,
                     "label": f"NVLink all-to-all ({'/'.join(map(str, counts))} links per pair)"}
     arcs = []
-    for link in topology.links:
+    for link in links:
         if link.a not in centre or link.b not in centre:
             continue
-        if link.nvlink <= 0 and link.level not in _DRAWN_LEVELS:
+        if link.nvlink <= 0 and link.topology not in _DRAWN_LEVELS:
             continue
         x1, x2 = sorted((centre[link.a], centre[link.b]))
         depth = 18 + (x2 - x1) / 5
@@ -247,15 +257,16 @@ def _arcs(topology: TopologyPicture, centre: dict[str, float]):
     return arcs, None
 
 
-def _link_title(link: Any) -> str:
+def _link_title(link: GpuLink) -> str:
     """Tooltip of a link."""
     kind = f"{link.nvlink} NVLinks" if link.nvlink > 0 else "no NVLink"
-    return f"{link.a} - {link.b}: {kind}, PCIe {link.level or 'unknown'}"
+    a, b = sorted((link.a, link.b))
+    return f"{a} - {b}: {kind}, PCIe {link.topology or 'unknown'}"
 
 
-def topology_matrix(topology: TopologyPicture) -> dict[str, Any]:
+def topology_matrix(topology: HostTopology) -> dict[str, Any]:
     """``nvidia-smi topo -m`` style matrix: ``NV<n>`` or the PCIe level per GPU pair."""
-    addresses = [g.address for g in topology.gpus]
+    addresses = [g.pci_address for g in topology.gpus]
     rows = []
     for a in addresses:
         cells = []
@@ -267,7 +278,7 @@ def topology_matrix(topology: TopologyPicture) -> dict[str, Any]:
                 cells.append("?")
             else:
                 cells.append(f"NV{link.nvlink}" if link.nvlink > 0
-                             else LEVELS.get(link.level or "", link.level or "?"))
+                             else LEVELS.get(link.topology or "", link.topology or "?"))
         rows.append((a, cells))
     return {"addresses": addresses, "rows": rows}
 

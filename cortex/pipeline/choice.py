@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cortex.pipeline.config import Pipeline, PipelineSet
+from cortex.rules.demand import asks_for_devices
 
 VMWARE_HYPERVISOR = "vmware vcenter server"
 
@@ -44,8 +45,8 @@ def matches(match: Mapping[str, Any], request: Any) -> bool:
 
     ``hypervisor_type``: the flavor's ``capabilities:hypervisor_type`` (or ``vmware``
     flag) is one of them, case-insensitively; ``required_traits``: all are required
-    by the flavor; ``gpu``: the request asks for a GPU (PCI requests, ``VGPU`` or
-    ``PGPU`` resources, or a Cyborg ``accel:device_profile``) or not;
+    by the flavor; ``gpu``: the request asks for devices or not
+    (:func:`cortex.rules.demand.asks_for_devices`);
     ``extra_specs``: each key has that value.
     """
     specs = getattr(request, "flavor", None)
@@ -60,17 +61,6 @@ def matches(match: Mapping[str, Any], request: Any) -> bool:
     if "required_traits" in match and not set(match["required_traits"]) <= set(
             getattr(request, "required_traits", ())):
         return False
-    if "gpu" in match and match["gpu"] != asks_for_gpu(request):
+    if "gpu" in match and match["gpu"] != asks_for_devices(request):
         return False
     return all(specs.get(k) == v for k, v in match.get("extra_specs", {}).items())
-
-
-def asks_for_gpu(request: Any) -> bool:
-    """True for PCI passthrough, vGPU/pGPU resources or a Cyborg device profile."""
-    if getattr(request, "pci_requests", ()):
-        return True
-    resources = getattr(request, "resources", {})
-    if any(rc in resources for rc in ("VGPU", "PGPU")):
-        return True
-    flavor = getattr(request, "flavor", None)
-    return bool(flavor and "accel:device_profile" in flavor.extra_specs)

@@ -29,7 +29,7 @@ from cortex.knowledge.reservations import Reservation, pending, reserve_host
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.config import Pipeline
 from cortex.pipeline.engine import PipelineResult, StepRecord, _skip_reason
-from cortex.plugins.device_choice import predict_claim
+from cortex.rules.device_choice import predict_claim
 
 LOG = logging.getLogger(__name__)
 STEP = "inflight_reservations"

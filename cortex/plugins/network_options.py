@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cortex.plugins.network_domains import SCORE_WEIGHTS
 from cortex.request.groups import STRATEGIES
+from cortex.rules.network_domains import SCORE_WEIGHTS
 
 
 @dataclass(frozen=True)

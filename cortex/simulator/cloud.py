@@ -5,7 +5,7 @@ the Placement usage per resource class, per NUMA cell the pinned CPUs, shared vC
 and memory of NUMA guests, the GPUs handed out, the vGPUs per GPU, and the order of the
 free GPUs in nova-compute's PCI pools (a freed GPU goes to the end of its pool and is
 handed out next). A claim (:meth:`SimHost.claim`) follows nova-compute's resource
-tracker with :func:`cortex.plugins.device_choice.predict_claim` as the PCI and NUMA
+tracker with :func:`cortex.rules.device_choice.predict_claim` as the PCI and NUMA
 model; it picks pinned CPUs core by core (siblings together, as Nova's ``prefer``
 thread policy does) and vGPUs on the first GPU with room (``vgpu_parent``). After
 every change the host answers a new immutable :class:`~cortex.knowledge.view.HostState`,
@@ -25,8 +25,8 @@ from typing import Any
 from cortex.knowledge.network import build_topology
 from cortex.knowledge.topology import HostTopology, topology_from_report
 from cortex.knowledge.view import HostState, InstanceSummary, Inventory, KnowledgeView, NodeState
-from cortex.plugins.device_choice import predict_claim, vgpu_parent
-from cortex.plugins.topology import vgpu_requests
+from cortex.rules.demand import vgpu_requests
+from cortex.rules.device_choice import predict_claim, vgpu_parent
 from cortex.simulator.boards import board_inventories, board_report
 from cortex.simulator.fleet import Fleet, HostSpec
 

@@ -25,8 +25,8 @@ from cortex.knowledge.reservations import with_reservations
 from cortex.pipeline.config import PipelineSet
 from cortex.pipeline.engine import run_pipeline
 from cortex.pipeline.reservations import promise_first
-from cortex.plugins.network_domains import leaves_needed
 from cortex.request.nova import NovaRequest
+from cortex.rules.network_domains import leaves_needed
 from cortex.simulator.cloud import EPOCH, SimCloud
 from cortex.simulator.fleet import Fleet, SimulationError
 from cortex.simulator.replay import request_body

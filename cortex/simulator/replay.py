@@ -31,9 +31,9 @@ from typing import Any
 from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
 from cortex.pipeline.config import PipelineSet
 from cortex.pipeline.engine import run_pipeline
-from cortex.plugins.gpu_locality import candidate_mask
-from cortex.plugins.gpu_sets import gpu_map
 from cortex.request.nova import NovaRequest
+from cortex.rules.gpu_locality import candidate_mask
+from cortex.rules.gpu_sets import gpu_map
 from cortex.simulator.boards import VENDOR_NVIDIA
 from cortex.simulator.cloud import SimCloud
 from cortex.simulator.fleet import Fleet, SimulationError

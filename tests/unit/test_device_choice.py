@@ -2,14 +2,14 @@
 
 import pytest
 
-from cortex.plugins.device_choice import (
+from cortex.rules.demand import pci_requests
+from cortex.rules.device_choice import (
     device_pools,
     nova_cell_order,
     predict_claim,
     take_devices,
     vgpu_parent,
 )
-from cortex.plugins.topology import pci_requests
 from tests.gpu_fakes import A100, board_topology, gpu_request
 
 HGX = ("0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",   # node 0

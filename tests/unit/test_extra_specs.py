@@ -8,7 +8,7 @@ deliberately decides otherwise, and say why.
 
 import pytest
 
-from cortex.plugins.extra_specs import lookup, match, unmet
+from cortex.rules.extra_specs import lookup, match, unmet
 
 
 @pytest.mark.parametrize("value, requirement, expected", [

@@ -7,13 +7,13 @@ import pytest
 
 from cortex.knowledge.topology import topology_from_report
 from cortex.plugins.base import OptionsError, build_options
-from cortex.plugins.gpu_sets import GpuMap, gpu_map, vgpu_usefulness
 from cortex.plugins.weighers.gpu_affinity import GpuAffinityWeigher
 from cortex.plugins.weighers.gpu_energy import GpuEnergyWeigher
 from cortex.plugins.weighers.gpu_fragmentation import GpuFragmentationWeigher
 from cortex.plugins.weighers.gpu_load import GpuLoadWeigher
 from cortex.plugins.weighers.numa_locality import NumaLocalityWeigher
 from cortex.plugins.weighers.pci import PCIWeigher
+from cortex.rules.gpu_sets import GpuMap, gpu_map, vgpu_usefulness
 from tests.fakes import host, inventory, view
 from tests.gpu_fakes import A100, L40S, board_topology, gpu_host, gpu_request, weigh
 from tests.topology_fakes import cell, gpu
@@ -234,7 +234,7 @@ def test_fragmentation_of_vgpu_capacity_packs_partly_used_gpus():
 def test_fragmentation_of_vgpu_capacity_the_host_cannot_feed():
     # 64 CPUs feed a GPU (16 a vGPU): the host's free PCPUs feed fewer vGPUs than it has,
     # and a guest of 48 vCPUs for one vGPU strands two more vGPUs than the one it takes.
-    from cortex.plugins.weighers.gpu_fragmentation import (
+    from cortex.rules.fragmentation import (
         SharedGpu,
         fed_shared,
         shared_fragment,
@@ -245,7 +245,7 @@ def test_fragmentation_of_vgpu_capacity_the_host_cannot_feed():
     pcpus = state.all_nodes[0].inventories["PCPU"].free
     assert 0 < pcpus // 16 < 16
     plugin = make(GpuFragmentationWeigher, cpus_per_gpu=64.0, memory_mb_per_gpu=0.0)
-    sizes = plugin.vgpu_sizes
+    sizes = plugin.model.vgpu_sizes
     before = fed_shared([SharedGpu(4, 4, 4)] * 4, pcpus // 16 / 4)
     after = fed_shared([SharedGpu(3, 4, 3)] + [SharedGpu(4, 4, 4)] * 3, (pcpus - 48) // 16 / 4)
     expected = -(shared_fragment(after, sizes) - shared_fragment(before, sizes)) / 0.25
@@ -285,7 +285,7 @@ def test_fragmentation_of_mig_keeps_whole_gpus_for_repartitioning():
 
 
 def test_fragmentation_counts_only_gpus_their_node_can_feed():
-    from cortex.plugins.weighers.gpu_fragmentation import Feed, fed_per_cell
+    from cortex.rules.fragmentation import Feed, fed_per_cell
 
     topology = board_topology("hgx-h100-8gpu", pinned={0: 95})   # node 0: 5 CPUs left
     gpus = gpu_map(topology)
@@ -299,7 +299,7 @@ def test_fragmentation_counts_only_gpus_their_node_can_feed():
     assert math.isclose(weigh(GpuFragmentationWeigher(), state, one), -0.4)
     assert math.isclose(weigh(make(GpuFragmentationWeigher, **NO_FEED), state, one), -2.0)
     own = make(GpuFragmentationWeigher, cpus_per_gpu=None, memory_mb_per_gpu=None)
-    assert own.feed(gpu_request(gpus=2, vcpus=12, memory_mb=8192), 2.0) == Feed(6.0, 4096.0)
+    assert own.model.feed(gpu_request(gpus=2, vcpus=12, memory_mb=8192), 2.0) == Feed(6.0, 4096.0)
 
 
 def test_fragmentation_penalises_a_request_that_eats_the_cpus_of_free_gpus():

@@ -14,18 +14,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2] / "cortex"
 # For each layer, the cortex packages it must never import.
 FORBIDDEN = {
-    "db": {"api", "pipeline", "plugins", "knowledge", "request", "cmd", "sync", "store"},
-    "knowledge": {"api", "pipeline", "plugins", "cmd", "sync", "store"},
-    "store": {"api", "pipeline", "plugins", "cmd", "sync", "simulator", "agent"},
+    "db": {"api", "pipeline", "plugins", "rules", "knowledge", "request", "cmd", "sync",
+           "store"},
+    "knowledge": {"api", "pipeline", "plugins", "rules", "cmd", "sync", "store"},
+    "store": {"api", "pipeline", "plugins", "rules", "cmd", "sync", "simulator", "agent"},
     "plugins": {"api", "pipeline", "db", "cmd", "sync", "store"},
+    "rules": {"api", "pipeline", "plugins", "db", "cmd", "sync", "store", "simulator"},
     "pipeline": {"api", "db", "cmd", "sync", "store"},
-    "request": {"api", "pipeline", "plugins", "knowledge", "db", "cmd", "sync", "store"},
+    "request": {"api", "pipeline", "plugins", "rules", "knowledge", "db", "cmd", "sync",
+                "store"},
     "api": {"cmd", "sync"},
-    "agent": {"api", "pipeline", "plugins", "knowledge", "db", "request", "cmd", "sync"},
-    "sync": {"api", "pipeline", "plugins", "knowledge", "request", "cmd", "agent"},
+    "agent": {"api", "pipeline", "plugins", "rules", "knowledge", "db", "request", "cmd",
+              "sync", "store"},
+    "sync": {"api", "pipeline", "plugins", "rules", "knowledge", "request", "cmd", "agent"},
     "simulator": {"api", "db", "cmd", "sync", "agent"},
 }
-THIRD_PARTY_FORBIDDEN = {"plugins": {"sqlalchemy"}, "request": {"sqlalchemy", "flask"},
+THIRD_PARTY_FORBIDDEN = {"plugins": {"sqlalchemy"}, "rules": {"sqlalchemy", "flask"},
+                         "request": {"sqlalchemy", "flask"},
                          "agent": {"sqlalchemy", "flask"}, "simulator": {"sqlalchemy", "flask"}}
 
 

@@ -19,10 +19,10 @@ from cortex.knowledge.network import (
 from cortex.knowledge.reservations import Reservation, with_reservations
 from cortex.plugins.base import build_options
 from cortex.plugins.filters.network_domain import NetworkDomainFilter
-from cortex.plugins.network_domains import leaves_needed, plan_group
 from cortex.plugins.weighers.network_domain import NetworkDomainWeigher
 from cortex.request import BadRequest
 from cortex.request.base import Candidate
+from cortex.rules.network_domains import leaves_needed, plan_group
 from tests.conftest import REPO
 from tests.fakes import aggregate, host, inventory, nova, view
 

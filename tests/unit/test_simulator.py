@@ -13,7 +13,7 @@ from cortex.cmd import manage
 from cortex.cpuset import parse_cpuset
 from cortex.knowledge.topology import topology_from_report
 from cortex.pipeline.config import load_pipelines
-from cortex.plugins.gpu_sets import gpu_map
+from cortex.rules.gpu_sets import gpu_map
 from cortex.simulator.boards import board_report
 from cortex.simulator.fleet import SimulationError, read_fleet
 from cortex.simulator.replay import replay

@@ -10,7 +10,7 @@ from cortex.plugins.filters.gpu_capacity import GpuCapacityFilter
 from cortex.plugins.filters.gpu_health import GpuHealthFilter
 from cortex.plugins.filters.numa_topology import NumaTopologyFilter
 from cortex.plugins.filters.pci_numa_affinity import PciNumaAffinityFilter
-from cortex.plugins.topology import TopologyOptions
+from cortex.plugins.topology_options import TopologyOptions
 from tests.fakes import host, nova
 from tests.topology_fakes import cell, gpu, make_topology
 

@@ -5,7 +5,7 @@ Nova's AggregateInstanceExtraSpecsFilter
 ``aggregate_instance_extra_specs:<key>`` — and each unscoped key, as Nova does — must be
 met by one of the values of ``<key>`` in the metadata of the host's aggregates
 (comma-separated values split, all aggregates together), with all extra-spec operators
-(:mod:`cortex.plugins.extra_specs`). A key no aggregate of the host has fails it. Keys
+(:mod:`cortex.rules.extra_specs`). A key no aggregate of the host has fails it. Keys
 of other scopes (``hw:``, ``capabilities:``, ``trait:``...) are ignored. Not run on
 rebuild. Invert: none; drop the step.
 """
@@ -13,9 +13,9 @@ rebuild. Invert: none; drop the step.
 from __future__ import annotations
 
 from cortex.plugins.base import Filter
-from cortex.plugins.extra_specs import unmet
-from cortex.plugins.measures import aggregate_metadata
 from cortex.plugins.registry import register
+from cortex.rules.extra_specs import unmet
+from cortex.rules.measures import aggregate_metadata
 
 SCOPE = "aggregate_instance_extra_specs"
 

@@ -12,8 +12,8 @@ Invert: none; drop the step.
 from __future__ import annotations
 
 from cortex.plugins.base import Filter, host_facts
-from cortex.plugins.measures import aggregate_metadata
 from cortex.plugins.registry import register
+from cortex.rules.measures import aggregate_metadata
 
 KEY_PREFIX = "filter_tenant_id"
 

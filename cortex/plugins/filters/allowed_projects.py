@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cortex.plugins.base import Filter, host_facts
-from cortex.plugins.measures import aggregate_metadata
 from cortex.plugins.registry import register
+from cortex.rules.measures import aggregate_metadata
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 
 from cortex.plugins.base import Filter
-from cortex.plugins.extra_specs import match
 from cortex.plugins.registry import register
+from cortex.rules.extra_specs import match
 
 
 @register

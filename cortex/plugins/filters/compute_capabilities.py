@@ -3,7 +3,7 @@
 Nova's ComputeCapabilitiesFilter (``nova/scheduler/filters/compute_capabilities_filter.py``):
 each extra spec ``capabilities:<name>[:<sub>...]`` is evaluated with every extra-spec
 operator (``=``, ``==``, ``!=``, ``>=``, ``<=``, ``s==`` ... ``<in>``, ``<all-in>``,
-``<or>``; :mod:`cortex.plugins.extra_specs`) against the node's host-state attribute
+``<or>``; :mod:`cortex.rules.extra_specs`) against the node's host-state attribute
 of that name (``hypervisor_type``, ``hypervisor_version``, ``cpu_info:arch``,
 ``cpu_info:features``, ``vcpus_total``, ``free_ram_mb``, ``num_instances``, ...);
 unscoped keys only when such an attribute exists, other scopes never. A missing
@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cortex.plugins.base import Filter, host_facts
-from cortex.plugins.extra_specs import unmet
-from cortex.plugins.measures import num_io_ops
 from cortex.plugins.registry import register
+from cortex.rules.extra_specs import unmet
+from cortex.rules.measures import num_io_ops
 
 
 @dataclass(frozen=True)

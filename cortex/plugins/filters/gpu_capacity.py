@@ -18,14 +18,10 @@ Invert: none; run it in ``shadow`` mode to only record what it would remove.
 from __future__ import annotations
 
 from cortex.plugins.base import Filter
-from cortex.plugins.pci_fit import knows_vgpus
 from cortex.plugins.registry import register
-from cortex.plugins.topology import (
-    TopologyOptions,
-    device_refusal,
-    unknown_topology,
-    vgpu_requests,
-)
+from cortex.plugins.topology_options import TopologyOptions, unknown_topology
+from cortex.rules.demand import device_refusal, vgpu_requests
+from cortex.rules.pci_fit import knows_vgpus
 
 
 @register

@@ -11,21 +11,17 @@ Invert: none; run it in ``shadow`` mode to only record what it would remove.
 
 from __future__ import annotations
 
-from cortex.plugins.base import Filter
+from cortex.plugins.filters.gpu_capacity import GpuCapacityFilter
 from cortex.plugins.registry import register
-from cortex.plugins.topology import TopologyOptions, device_refusal, unknown_topology
+from cortex.plugins.topology_options import unknown_topology
+from cortex.rules.demand import device_refusal
 
 
 @register
-class GpuHealthFilter(Filter):
+class GpuHealthFilter(GpuCapacityFilter):
     """Remove hosts whose healthy free GPUs cannot serve the request."""
 
     name = "filter_gpu_health"
-    Options = TopologyOptions
-
-    def applies(self, request) -> bool:
-        """Only for requests with a device demand."""
-        return bool(request.device_requests)
 
     def check(self, host, request, candidate) -> str | None:
         """The first device request only unhealthy GPUs could serve, with their reasons."""

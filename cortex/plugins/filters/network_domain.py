@@ -1,7 +1,7 @@
 """filter_network_domain: keep a group's instances in the network domain chosen for it.
 
 Issue #9's placement rules for groups (the reference topology-aware scheduler's domain
-rules; see :mod:`cortex.plugins.network_domains`): for a ``consolidated`` (or
+rules; see :mod:`cortex.rules.network_domains`): for a ``consolidated`` (or
 ``balanced``) group the domain of adjacent leaves the rule and score choose, for a
 ``distributed`` one at most ``ceil(size / leaves)`` members per leaf. The domain is a
 hard constraint only for ``latency_sensitive`` requests or with ``hard: true``; then
@@ -15,9 +15,9 @@ and use ``weigher_network_domain`` for a soft preference.
 from __future__ import annotations
 
 from cortex.plugins.base import Filter
-from cortex.plugins.network_domains import PlansGroups
 from cortex.plugins.network_options import NetworkDomainOptions
 from cortex.plugins.registry import register
+from cortex.rules.network_domains import PlansGroups
 
 
 @register

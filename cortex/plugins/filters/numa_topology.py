@@ -1,7 +1,7 @@
 """filter_numa_topology: the guest's NUMA cells fit the host's, as Nova's NUMATopologyFilter.
 
 Rule (``nova/scheduler/filters/numa_topology_filter.py`` and ``nova/virt/hardware.py
-numa_fit_instance_to_host``, see :mod:`cortex.plugins.numa_fit`): each guest cell on a
+numa_fit_instance_to_host``, see :mod:`cortex.rules.numa_fit`): each guest cell on a
 distinct host cell; pinned CPUs from the cell's free dedicated CPUs, never overcommitted;
 shared vCPUs within ``cpu_allocation_ratio`` and memory within ``ram_allocation_ratio``
 (the node's VCPU and MEMORY_MB inventories); huge pages exact; ``hw:cpu_thread_policy``
@@ -17,9 +17,10 @@ Invert: none; run it in ``shadow`` mode to only record what it would remove.
 from __future__ import annotations
 
 from cortex.plugins.base import Filter
-from cortex.plugins.numa_fit import fit_cells
 from cortex.plugins.registry import register
-from cortex.plugins.topology import TopologyOptions, allocation_ratios, unknown_topology
+from cortex.plugins.topology_options import TopologyOptions, unknown_topology
+from cortex.rules.demand import allocation_ratios
+from cortex.rules.numa_fit import fit_cells
 
 
 def wants_smt(request) -> bool:

@@ -2,8 +2,8 @@
 
 Rule: the PCI part of Nova's NUMATopologyFilter (``numa_fit_instance_to_host`` with
 ``pci_requests`` and ``pci_stats``): some assignment of the guest's cells to distinct
-host cells that fits (:mod:`cortex.plugins.numa_fit`) also leaves the PCI requests
-satisfiable under each request's NUMA affinity policy (:mod:`cortex.plugins.pci_fit`,
+host cells that fits (:mod:`cortex.rules.numa_fit`) also leaves the PCI requests
+satisfiable under each request's NUMA affinity policy (:mod:`cortex.rules.pci_fit`,
 Nova's PCI NUMA affinity policy doc): ``required``, ``legacy`` (default),
 ``preferred``, ``socket``. Only InstancePCIRequests (the spec's ``pci_requests`` or a
 ``pci_passthrough:alias``) carry a policy; Placement request groups have none. Runs for
@@ -15,15 +15,11 @@ Invert: none; run it in ``shadow`` mode to only record what it would remove.
 from __future__ import annotations
 
 from cortex.plugins.base import Filter
-from cortex.plugins.numa_fit import fit_cells
-from cortex.plugins.pci_fit import pci_refusal
 from cortex.plugins.registry import register
-from cortex.plugins.topology import (
-    TopologyOptions,
-    allocation_ratios,
-    pci_requests,
-    unknown_topology,
-)
+from cortex.plugins.topology_options import TopologyOptions, unknown_topology
+from cortex.rules.demand import allocation_ratios, pci_requests
+from cortex.rules.numa_fit import fit_cells
+from cortex.rules.pci_fit import pci_refusal
 
 
 def affine_requests(request) -> tuple:

@@ -5,7 +5,7 @@ Manila's (``manila/scheduler/filters/capabilities.py`` with
 ``manila/scheduler/utils.py:capabilities_satisfied``): each extra spec that is
 unscoped or scoped ``capabilities:`` (``capabilities:a:b`` walks nested capabilities)
 must be met by the pool's capability of that name, with every extra-spec operator
-including ``<is>`` (:mod:`cortex.plugins.extra_specs`); a list capability passes when
+including ``<is>`` (:mod:`cortex.rules.extra_specs`); a list capability passes when
 one element does; a missing capability fails the pool; other scopes (``RESKEY:``,
 ``provisioning:``, ``netapp:``...) are ignored, and so is Manila's
 ``availability_zones`` (the AZ filter's business). The capabilities are the pool's
@@ -19,8 +19,8 @@ Invert: none; drop the step.
 from __future__ import annotations
 
 from cortex.plugins.base import Filter
-from cortex.plugins.extra_specs import unmet
 from cortex.plugins.registry import register
+from cortex.rules.extra_specs import unmet
 
 MANILA_IGNORED = frozenset({"availability_zones", "capabilities:availability_zones"})
 

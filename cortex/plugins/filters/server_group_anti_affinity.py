@@ -3,7 +3,7 @@
 Nova's ServerGroupAntiAffinityFilter (``nova/scheduler/filters/affinity_filter.py``):
 a host passes while it runs fewer group members than the group's
 ``max_server_per_host`` rule (default 1; the reference implementation always uses 1).
-Members on a host are counted as :func:`cortex.plugins.measures.group_members_on_host`
+Members on a host are counted as :func:`cortex.rules.measures.group_members_on_host`
 says: the host's instances that are members, and at least one when Nova lists the
 host in ``instance_group.hosts``. The instance's own host passes (a move may check
 it). Not run on rebuild. Invert: ``filter_server_group_affinity``.
@@ -12,8 +12,8 @@ it). Not run on rebuild. Invert: ``filter_server_group_affinity``.
 from __future__ import annotations
 
 from cortex.plugins.base import Filter
-from cortex.plugins.measures import group_members_on_host
 from cortex.plugins.registry import register
+from cortex.rules.measures import group_members_on_host
 
 
 @register

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cortex.plugins.base import Weigher
-from cortex.plugins.measures import bounded, feature
 from cortex.plugins.registry import register
+from cortex.rules.measures import bounded, feature
 
 
 @dataclass(frozen=True)

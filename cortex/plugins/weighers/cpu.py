@@ -13,8 +13,8 @@ Cortex weighs the share. A host without that inventory weighs 0.
 from __future__ import annotations
 
 from cortex.plugins.base import Weigher
-from cortex.plugins.measures import free_share
 from cortex.plugins.registry import register
+from cortex.rules.measures import free_share
 
 
 @register

@@ -13,8 +13,8 @@ of different sizes compare by how full they are. A host without DISK_GB inventor
 from __future__ import annotations
 
 from cortex.plugins.base import Weigher
-from cortex.plugins.measures import free_share
 from cortex.plugins.registry import register
+from cortex.rules.measures import free_share
 
 
 @register

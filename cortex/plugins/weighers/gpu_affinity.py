@@ -1,12 +1,12 @@
 """weigher_gpu_affinity: prefer hosts where the request's GPUs are best connected.
 
 Rule: for a request of k passthrough GPUs, the quality of the k-set it gets on the host,
-from the host's GPU pair matrix (:mod:`cortex.plugins.gpu_sets`): each pair scores by
+from the host's GPU pair matrix (:mod:`cortex.rules.gpu_sets`): each pair scores by
 what joins it (``pair_scores``; default same GPU 1.0, NVLink direct or through NVSwitch
 0.9, same PCIe switch 0.7, same NUMA node 0.5, across NUMA nodes 0.2, across sockets
 0.1) and a set scores its weakest pair (``set_quality: mean`` averages the pairs).
 ``devices: predicted`` (default) scores the set nova-compute is predicted to claim
-(:mod:`cortex.plugins.device_choice`: Cortex picks the host, Nova's PCI tracker picks
+(:mod:`cortex.rules.device_choice`: Cortex picks the host, Nova's PCI tracker picks
 the devices); ``best`` scores the best free k-set that the request's PCI NUMA policy
 allows on some host cells the guest fits (Nova's NUMATopologyFilter and
 ``numa_policy`` rules). For k = 1 it scores the GPU's locality to the guest's CPUs
@@ -21,16 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cortex.plugins.base import Weigher
-from cortex.plugins.device_choice import CLAIMS
-from cortex.plugins.gpu_locality import (
-    allowed_node_sets,
-    candidate_mask,
-    gpu_count,
-    single_gpu_locality,
-)
-from cortex.plugins.gpu_sets import DEFAULT_PAIR_SCORES, SET_QUALITY, check_pair_scores, gpu_map
 from cortex.plugins.registry import register
-from cortex.plugins.topology import allocation_ratios
+from cortex.rules.demand import gpu_count
+from cortex.rules.gpu_locality import best_set_quality, claimed_set_quality
+from cortex.rules.gpu_sets import DEFAULT_PAIR_SCORES, SET_QUALITY, check_pair_scores
 
 DEVICE_MODES = ("predicted", "best")
 
@@ -70,28 +64,9 @@ class GpuAffinityWeigher(Weigher):
 
     def weigh(self, host, request, candidate) -> float:
         """The set's quality; k = 1: the GPU's locality to the guest's CPUs."""
-        topology = host.topology
-        if topology is None or not topology.gpus:
-            return 0.0
         options = self.options
         scores = {**DEFAULT_PAIR_SCORES, **options.pair_scores}
-        ratios = allocation_ratios(host, candidate)
-        k = gpu_count(request)
-        gpus = gpu_map(topology)
         if options.devices == "predicted":
-            claim = CLAIMS.get(topology, request, ratios, options.packing_host_numa_cells)
-            if claim is None:
-                return 0.0
-            if k == 1:
-                return single_gpu_locality(topology, gpus, claim.devices[0], claim.cells,
-                                           request, ratios, scores)
-            return gpus.quality(gpus.mask(claim.devices), scores, options.set_quality)
-        free = candidate_mask(topology, gpus, request)
-        node_sets = allowed_node_sets(topology, request, ratios)
-        if k == 1:
-            allowed = [i for i in gpus.members(free)
-                       if node_sets is None or any(gpus.nodes[i] in s for s in node_sets)]
-            return max((single_gpu_locality(topology, gpus, gpus.addresses[i], None, request,
-                                            ratios, scores) for i in allowed), default=0.0)
-        best = gpus.best_set(free, k, scores, options.set_quality, node_sets)
-        return best[0] if best is not None else 0.0
+            return claimed_set_quality(host, request, candidate, scores, options.set_quality,
+                                       options.packing_host_numa_cells)
+        return best_set_quality(host, request, candidate, scores, options.set_quality)

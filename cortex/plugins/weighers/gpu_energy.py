@@ -24,9 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cortex.plugins.base import Weigher
-from cortex.plugins.gpu_locality import gpu_count
 from cortex.plugins.registry import register
-from cortex.plugins.topology import vgpu_requests
+from cortex.rules.demand import gpu_count, vgpu_requests
 
 
 @dataclass(frozen=True)

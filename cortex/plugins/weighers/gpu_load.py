@@ -18,10 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cortex.plugins.base import Weigher
-from cortex.plugins.gpu_locality import gpu_count
-from cortex.plugins.measures import bounded
 from cortex.plugins.registry import register
-from cortex.plugins.topology import vgpu_requests
+from cortex.rules.demand import gpu_count, vgpu_requests
+from cortex.rules.measures import bounded
 
 REQUEST_KINDS = ("vgpu", "gpu")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cortex.plugins.base import Weigher
-from cortex.plugins.measures import num_io_ops
 from cortex.plugins.registry import register
+from cortex.rules.measures import num_io_ops
 
 
 @dataclass(frozen=True)

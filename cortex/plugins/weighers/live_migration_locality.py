@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cortex.plugins.base import Weigher
-from cortex.plugins.measures import source_host
 from cortex.plugins.registry import register
+from cortex.rules.measures import source_host
 
 
 @dataclass(frozen=True)

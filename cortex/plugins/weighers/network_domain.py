@@ -1,7 +1,7 @@
 """weigher_network_domain: prefer the hosts of the network domain chosen for the group.
 
 Issue #9's soft preference, on the domain chosen by the reference topology-aware
-scheduler's rules (:mod:`cortex.plugins.network_domains`). Raw weight for a
+scheduler's rules (:mod:`cortex.rules.network_domains`). Raw weight for a
 ``consolidated`` group: 1 for a host in the chosen leaves, 0.5 in a leaf adjacent to
 them, 0 elsewhere or without a known location; ``balanced`` (the default) halves
 these; ``distributed``: ``1 - members already in the host's leaf / the per-leaf share``
@@ -13,9 +13,9 @@ spreads, for distributed) as asked; Invert with a negative multiplier.
 from __future__ import annotations
 
 from cortex.plugins.base import Weigher
-from cortex.plugins.network_domains import PlansGroups
 from cortex.plugins.network_options import NetworkDomainOptions
 from cortex.plugins.registry import register
+from cortex.rules.network_domains import PlansGroups
 
 
 @register

@@ -1,7 +1,7 @@
 """weigher_numa_locality: prefer hosts with free CPUs and memory next to the request's GPUs.
 
 Rule: N = the NUMA nodes of the GPUs nova-compute is predicted to claim
-(:mod:`cortex.plugins.device_choice`). The raw weight is the mean of
+(:mod:`cortex.rules.device_choice`). The raw weight is the mean of
 ``min(1, free CPUs on N / (vCPUs * headroom))`` and ``min(1, free MiB on N / (memory *
 headroom))``: free pinnable CPUs for a pinned guest (``pcpuset - pinned_cpus``, as in
 Nova's NUMACell), free shared capacity (``len(cpuset) * cpu_allocation_ratio -
@@ -19,11 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cortex.plugins.base import Weigher
-from cortex.plugins.device_choice import CLAIMS
-from cortex.plugins.gpu_locality import free_cpus, free_memory, gpu_count, is_pinned
-from cortex.plugins.gpu_sets import gpu_map
 from cortex.plugins.registry import register
-from cortex.plugins.topology import allocation_ratios
+from cortex.rules.demand import gpu_count
+from cortex.rules.gpu_locality import room_near_claim
 
 
 @dataclass(frozen=True)
@@ -56,18 +54,5 @@ class NumaLocalityWeigher(Weigher):
 
     def weigh(self, host, request, candidate) -> float:
         """Mean of the CPU and memory shares the GPUs' nodes can hold; 0 without a report."""
-        topology = host.topology
-        if topology is None or not topology.gpus:
-            return 0.0
-        ratios = allocation_ratios(host, candidate)
-        claim = CLAIMS.get(topology, request, ratios, self.options.packing_host_numa_cells)
-        if claim is None:
-            return 0.0
-        gpus = gpu_map(topology)
-        nodes = {gpus.nodes[gpus.index[a]] for a in claim.devices}
-        headroom = self.options.headroom
-        cpus = free_cpus(topology, nodes, is_pinned(request), ratios[0])
-        memory = free_memory(topology, nodes)
-        cpu_share = min(1.0, cpus / (max(1, request.flavor.vcpus) * headroom))
-        memory_share = min(1.0, memory / (max(1, request.flavor.memory_mb) * headroom))
-        return (cpu_share + memory_share) / 2
+        return room_near_claim(host, request, candidate, self.options.headroom,
+                               self.options.packing_host_numa_cells)

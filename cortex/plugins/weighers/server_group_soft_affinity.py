@@ -2,7 +2,7 @@
 
 Nova's ServerGroupSoftAffinityWeigher (``nova/scheduler/weights/affinity.py``): for a
 request in a ``soft-affinity`` server group, the raw weight is the number of group
-members on the host (counted as :func:`cortex.plugins.measures.group_members_on_host`
+members on the host (counted as :func:`cortex.rules.measures.group_members_on_host`
 does); other requests are not weighed. A positive multiplier gathers the group (Nova's
 default ``soft_affinity_weight_multiplier = 1.0``); a negative one scatters it.
 """
@@ -10,8 +10,8 @@ default ``soft_affinity_weight_multiplier = 1.0``); a negative one scatters it.
 from __future__ import annotations
 
 from cortex.plugins.base import Weigher
-from cortex.plugins.measures import group_members_on_host
 from cortex.plugins.registry import register
+from cortex.rules.measures import group_members_on_host
 
 
 @register

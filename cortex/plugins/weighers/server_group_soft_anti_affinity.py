@@ -3,7 +3,7 @@
 Nova's ServerGroupSoftAntiAffinityWeigher (``nova/scheduler/weights/affinity.py``):
 for a request in a ``soft-anti-affinity`` server group, the raw weight is minus the
 number of group members on the host (counted as
-:func:`cortex.plugins.measures.group_members_on_host` does); other requests are not
+:func:`cortex.rules.measures.group_members_on_host` does); other requests are not
 weighed. A positive multiplier scatters the group (Nova's default
 ``soft_anti_affinity_weight_multiplier = 1.0``); a negative one gathers it.
 """
@@ -11,8 +11,8 @@ weighed. A positive multiplier scatters the group (Nova's default
 from __future__ import annotations
 
 from cortex.plugins.base import Weigher
-from cortex.plugins.measures import group_members_on_host
 from cortex.plugins.registry import register
+from cortex.rules.measures import group_members_on_host
 
 
 @register

@@ -1,8 +1,8 @@
-"""What the GPU weighers share: GPUs asked for, the GPUs that may serve them, CPU locality.
+"""GPU locality: which GPUs may serve a request, how well connected, how near its CPUs.
 
 The NUMA rules are Nova's (``nova/virt/hardware.py numa_fit_instance_to_host`` and the
-PCI NUMA affinity policies, see :mod:`cortex.plugins.pci_fit`); the GPU sets are
-:mod:`cortex.plugins.gpu_sets`'.
+PCI NUMA affinity policies, see :mod:`cortex.rules.pci_fit`); the GPU sets are
+:mod:`cortex.rules.gpu_sets`'.
 """
 
 from __future__ import annotations
@@ -11,18 +11,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from cortex.knowledge.topology import HostTopology
-from cortex.plugins.gpu_sets import GpuMap
-from cortex.plugins.numa_fit import PINNED, fit_cells
-from cortex.plugins.pci_fit import matches
-from cortex.plugins.topology import pci_requests
+from cortex.rules.demand import allocation_ratios, gpu_count, pci_requests
+from cortex.rules.device_choice import CLAIMS, Claim
+from cortex.rules.gpu_sets import GpuMap, gpu_map
+from cortex.rules.numa_fit import PINNED, fit_cells
+from cortex.rules.pci_fit import matches
 
 # Policies that bind the devices to the guest's cells, strictest first.
 _BINDING = ("required", "legacy", "socket")
-
-
-def gpu_count(request: Any) -> int:
-    """Passthrough devices (GPUs) the request asks for, over all its PCI requests."""
-    return sum(r.count for r in pci_requests(request))
 
 
 def candidate_mask(topology: HostTopology, gpus: GpuMap, request: Any) -> int:
@@ -119,3 +115,84 @@ def single_gpu_locality(topology: HostTopology, gpus: GpuMap, address: str,
         sockets.get(node) is not None and sockets.get(node) == sockets.get(i)
         for ids in options for i in ids)
     return scores["cross_numa"] if same_socket else scores["cross_socket"]
+
+
+def predicted_claim(host: Any, request: Any, candidate: Any, pack: bool = False
+                    ) -> Claim | None:
+    """The claim nova-compute is predicted to make on ``host``'s named node.
+
+    :func:`cortex.rules.device_choice.predict_claim` with the node's allocation ratios,
+    kept per topology and request shape (:data:`cortex.rules.device_choice.CLAIMS`);
+    ``pack``: Nova's ``packing_host_numa_cells_allocation_strategy``. None when the
+    host reports no GPUs or cannot serve the request.
+    """
+    topology = host.topology
+    if topology is None or not topology.gpus:
+        return None
+    return CLAIMS.get(topology, request, allocation_ratios(host, candidate), pack)
+
+
+def claimed_set_quality(host: Any, request: Any, candidate: Any,
+                        scores: Mapping[str, float], how: str, pack: bool = False) -> float:
+    """Quality (0..1) of the GPU set nova-compute is predicted to hand the request.
+
+    A set scores its weakest pair (``how`` ``mean``: the mean over pairs) by ``scores``
+    per level (:mod:`cortex.rules.gpu_sets`); one GPU its locality to the guest's CPUs
+    (:func:`single_gpu_locality`). 0 when no claim is predicted.
+    """
+    claim = predicted_claim(host, request, candidate, pack)
+    if claim is None:
+        return 0.0
+    topology, ratios = host.topology, allocation_ratios(host, candidate)
+    gpus = gpu_map(topology)
+    if len(claim.devices) == 1:
+        return single_gpu_locality(topology, gpus, claim.devices[0], claim.cells, request,
+                                   ratios, scores)
+    return gpus.quality(gpus.mask(claim.devices), scores, how)
+
+
+def best_set_quality(host: Any, request: Any, candidate: Any, scores: Mapping[str, float],
+                     how: str) -> float:
+    """Quality (0..1) of the best free GPU set the request's NUMA policy allows on ``host``.
+
+    Over the free matching GPUs on host cells some fitting assignment of the guest's
+    cells allows (:func:`allowed_node_sets`); one GPU scores its locality to the guest's
+    CPUs. 0 without a topology report.
+    """
+    topology = host.topology
+    if topology is None or not topology.gpus:
+        return 0.0
+    ratios = allocation_ratios(host, candidate)
+    gpus = gpu_map(topology)
+    free = candidate_mask(topology, gpus, request)
+    node_sets = allowed_node_sets(topology, request, ratios)
+    k = gpu_count(request)
+    if k == 1:
+        allowed = [i for i in gpus.members(free)
+                   if node_sets is None or any(gpus.nodes[i] in s for s in node_sets)]
+        return max((single_gpu_locality(topology, gpus, gpus.addresses[i], None, request,
+                                        ratios, scores) for i in allowed), default=0.0)
+    best = gpus.best_set(free, k, scores, how, node_sets)
+    return best[0] if best is not None else 0.0
+
+
+def room_near_claim(host: Any, request: Any, candidate: Any, headroom: float = 1.0,
+                    pack: bool = False) -> float:
+    """How much of the guest's CPUs and memory the claimed GPUs' NUMA nodes hold (0..1).
+
+    The mean of ``min(1, free CPUs / (vCPUs * headroom))`` and ``min(1, free MiB /
+    (memory * headroom))`` on the nodes of the predicted claim's GPUs: free pinnable CPUs
+    for a pinned guest, free shared capacity at the allocation ratio otherwise (Nova's
+    NUMACell accounting), before placement. 0 when no claim is predicted.
+    """
+    claim = predicted_claim(host, request, candidate, pack)
+    if claim is None:
+        return 0.0
+    topology, ratios = host.topology, allocation_ratios(host, candidate)
+    gpus = gpu_map(topology)
+    nodes = {gpus.nodes[gpus.index[a]] for a in claim.devices}
+    cpus = free_cpus(topology, nodes, is_pinned(request), ratios[0])
+    memory = free_memory(topology, nodes)
+    cpu_share = min(1.0, cpus / (max(1, request.flavor.vcpus) * headroom))
+    memory_share = min(1.0, memory / (max(1, request.flavor.memory_mb) * headroom))
+    return (cpu_share + memory_share) / 2

@@ -148,7 +148,7 @@ def fit_cells(topology: HostTopology, guest_cells: Sequence[Any], cpu_ratio: flo
 
     ``accept(ids)`` may refuse an assignment that fits (the PCI check), with a reason.
     ``order``: host cell ids in the order assignments are tried (default: by id; Nova
-    since 2023.1 sorts them, see :func:`cortex.plugins.device_choice.nova_cell_order`).
+    since 2023.1 sorts them, see :func:`cortex.rules.device_choice.nova_cell_order`).
     """
     host_cells = topology.cells
     if order is not None:

@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cortex.rules.demand import gpu_count
+
 SCORE_WEIGHTS = {"availability": 0.4, "alignment": 0.3, "utilisation": 0.2, "history": 0.1}
 
 
@@ -68,13 +70,6 @@ def leaves_needed(size: int, hosts_per_leaf: int = 4, gpus_per_member: int = 0,
     return 1 << (max(1, count) - 1).bit_length()
 
 
-def requested_gpus(request: Any) -> int:
-    """Whole GPUs one instance asks for (PCI requests or PGPU/CUSTOM_PCI_* resources)."""
-    pci = sum(p.count for p in getattr(request, "pci_requests", ()))
-    return max(pci, sum(n for rc, n in request.resources.items()
-                        if rc == "PGPU" or rc.startswith("CUSTOM_PCI_")))
-
-
 def host_slots(state: Any, request: Any) -> int:
     """How many more instances like ``request`` fit ``state`` (Placement's rule; free GPUs)."""
     if not (state.enabled and state.up):
@@ -89,7 +84,7 @@ def host_slots(state: Any, request: Any) -> int:
                 continue
             fits = min(fits, max(0, math.floor(inventory.free / amount)))
         best = max(best, fits)
-    gpus = requested_gpus(request)
+    gpus = gpu_count(request)
     if gpus and state.topology is not None and state.topology.gpus:
         best = min(best, len(state.topology.free_gpus) // gpus)
     return best if best < 10**6 else 1
@@ -251,7 +246,7 @@ def plan_group(request: Any, view: Any, options: Any) -> GroupPlan | None:
     hard = options.hard or wish.latency_sensitive
     eligible = _eligible(view, wish.min_uplink_gbps)
     members = placed_members(request, view)
-    rule = leaves_needed(wish.group_size, options.hosts_per_leaf, requested_gpus(request),
+    rule = leaves_needed(wish.group_size, options.hosts_per_leaf, gpu_count(request),
                          options.gpus_per_leaf)
     by_leaf: dict[str, int] = {}
     for host, count in members.items():

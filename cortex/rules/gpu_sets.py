@@ -280,3 +280,17 @@ _REGISTRY = _Registry()
 def gpu_map(topology: HostTopology) -> GpuMap:
     """The (cached) GpuMap of a host topology."""
     return _REGISTRY.get(topology)
+
+
+def can_place_connected(topology: HostTopology, count: int) -> bool:
+    """Whether ``count`` free, healthy passthrough GPUs are pairwise NVLink-connected.
+
+    NVLink direct or through NVSwitch (``GpuLink.nvlink > 0``), the largest clique of
+    the free healthy GPUs (:meth:`GpuMap.clique_sizes`). A ``count`` below 2 only needs
+    enough free healthy GPUs.
+    """
+    free = [g.pci_address for g in topology.free_gpus if g.healthy]
+    if count < 2:
+        return len(free) >= count
+    gpus = gpu_map(topology)
+    return max(gpus.clique_sizes(gpus.mask(free), "nvlink"), default=0) >= count

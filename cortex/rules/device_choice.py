@@ -7,8 +7,8 @@ claims the instance. The model follows Nova (2023.1) step by step:
    (``nova/virt/hardware.py``) tries assignments of guest cells to host cells in
    permutation order over the host cells sorted by :func:`nova_cell_order`, and keeps
    the first that fits the CPUs and memory and leaves the PCI requests satisfiable
-   under their ``numa_policy`` (:func:`cortex.plugins.numa_fit.fit_cells` with the PCI
-   check of :mod:`cortex.plugins.pci_fit`).
+   under their ``numa_policy`` (:func:`cortex.rules.numa_fit.fit_cells` with the PCI
+   check of :mod:`cortex.rules.pci_fit`).
 2. Device pools: ``PciDeviceStats`` groups free devices by ``vendor_id``,
    ``product_id``, ``dev_type`` and ``numa_node`` (sysfs' node), in the order the
    first device of each pool was added; each pool keeps a list of its devices.
@@ -49,9 +49,9 @@ from types import MappingProxyType
 from typing import Any
 
 from cortex.knowledge.topology import DevicePool, HostTopology
-from cortex.plugins.numa_fit import PINNED, fit_cells
-from cortex.plugins.pci_fit import matches, numa_affinity, pci_refusal
-from cortex.plugins.topology import pci_requests
+from cortex.rules.demand import pci_requests
+from cortex.rules.numa_fit import PINNED, fit_cells
+from cortex.rules.pci_fit import matches, numa_affinity, pci_refusal
 
 
 @dataclass(frozen=True, slots=True)

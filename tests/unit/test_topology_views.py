@@ -1,35 +1,24 @@
-"""Reading a host's topology for pictures and NVLink KPIs (a fake shaped like the real one)."""
-
-import dataclasses
+"""Reading a host's topology for the dashboard's pictures and the NVLink placement counter."""
 
 import pytest
 
-from cortex.api.scheduler import gpu_placement, requested_gpus
-from cortex.api.ui import topology_layout, topology_matrix
-from cortex.knowledge.topology_picture import (
-    can_place_connected,
-    nvlink_connected,
-    picture,
-)
-from tests.fake_topology import Mig, address, hgx, topology_host
+from cortex.api.scheduler import gpu_placement
+from cortex.api.ui import pair_links, topology_layout, topology_matrix
+from cortex.rules.demand import gpu_count
+from cortex.rules.gpu_sets import can_place_connected
+from tests.fake_topology import address, hgx, split_by_mig, topology_host
 from tests.fakes import host, nova, view
 
 
-def test_no_topology_no_picture():
-    assert picture(host("plain")) is None
-    assert picture(topology_host(topology=None)) is not None  # the fake defaults to an HGX
-    assert picture(None) is None
-
-
-def test_picture_of_an_hgx_host():
-    drawn = picture(topology_host(topology=hgx(in_use=(0, 1))))
-    assert [c.id for c in drawn.cells] == [0, 1]
-    assert drawn.cells[0].cpus == 112 and drawn.cells[0].dedicated == 104
-    assert drawn.cells[0].pinned == 16 and drawn.cells[0].memory_used_mb == 262144
-    assert [g.cell for g in drawn.gpus] == [0] * 4 + [1] * 4
-    assert [g.in_use for g in drawn.gpus][:3] == [True, True, False]
-    assert len(drawn.links) == 28  # each pair once, though the mapping holds both orders
-    assert drawn.link(address(3), address(0)).nvlink == 18
+def test_the_ui_reads_the_host_topology_itself():
+    topology = hgx(in_use=(0, 1))
+    layout = topology_layout(topology)
+    assert layout["cells"][0].lines == ("NUMA 0, socket 0", "112 CPUs, 104 dedicated, 16 pinned",
+                                        "1 TiB, 256 GiB used")
+    assert [g.lines[1] for g in layout["gpus"]] == [address(i) for i in range(8)]
+    assert [g.css for g in layout["gpus"]][:3] == ["gpu used", "gpu used", "gpu free"]
+    assert len(pair_links(topology)) == 28  # each pair once, though the mapping holds both
+    assert layout["mig"] == []
 
 
 # in use, NVLink pairs (None: NVSwitch), request size -> can place connected
@@ -45,37 +34,27 @@ def test_picture_of_an_hgx_host():
 ])
 def test_can_place_connected(in_use, pairs, count, expected):
     topology = hgx(in_use=in_use, nvswitch=pairs is None, pairs=pairs)
-    assert can_place_connected(picture(topology_host(topology=topology)), count) is expected
+    assert can_place_connected(topology, count) is expected
 
 
 def test_unhealthy_gpus_are_not_free():
-    topology = picture(topology_host(topology=hgx(unhealthy=(7,))))
+    topology = hgx(unhealthy=(7,))
     assert can_place_connected(topology, 7) and not can_place_connected(topology, 8)
 
 
 def test_gpus_split_by_mig_are_not_free_for_passthrough():
-    topology = hgx()
-    split = dataclasses.replace(topology, gpus=tuple(
-        dataclasses.replace(g, passthrough=False, mig_instances=(Mig("3g.40gb"),))
-        if i == 0 else g for i, g in enumerate(topology.gpus)))
-    drawn = picture(topology_host(topology=split))
-    assert drawn.gpus[0].mig == ("3g.40gb",) and not drawn.gpus[0].passthrough
-    assert can_place_connected(drawn, 7) and not can_place_connected(drawn, 8)
-
-
-def test_nvlink_connected_sets():
-    drawn = picture(topology_host(topology=hgx(nvswitch=False, pairs={(0, 1)})))
-    assert nvlink_connected(drawn, [address(0), address(1)])
-    assert not nvlink_connected(drawn, [address(0), address(2)])
+    split = split_by_mig(hgx(), 0)
+    assert topology_layout(split)["mig"] == [(address(0), ["3g.40gb"])]
+    assert not split.gpus[0].passthrough
+    assert can_place_connected(split, 7) and not can_place_connected(split, 8)
 
 
 def test_layout_draws_nvswitch_as_one_bar_and_pairs_as_arcs():
-    switch = topology_layout(picture(topology_host(topology=hgx())))
+    switch = topology_layout(hgx())
     assert switch["bar"] and not switch["arcs"] and len(switch["bar"]["xs"]) == 8
     assert len(switch["cells"]) == 2 and len(switch["gpus"]) == 8
     assert "used" in switch["gpus"][0].css or "free" in switch["gpus"][0].css
-    pairs = topology_layout(picture(topology_host(topology=hgx(nvswitch=False,
-                                                                pairs={(0, 1), (4, 6)}))))
+    pairs = topology_layout(hgx(nvswitch=False, pairs={(0, 1), (4, 6)}))
     assert pairs["bar"] is None
     kinds = sorted(a["css"] for a in pairs["arcs"])
     # two NVLink pairs; PIX/PXB neighbours (0-1, 2-3, 4-5, 6-7) as PCIe, 0-1 is NVLink
@@ -84,8 +63,7 @@ def test_layout_draws_nvswitch_as_one_bar_and_pairs_as_arcs():
 
 
 def test_matrix_reads_like_nvidia_smi_topo():
-    matrix = topology_matrix(picture(topology_host(topology=hgx(nvswitch=False,
-                                                                 pairs={(0, 1)}))))
+    matrix = topology_matrix(hgx(nvswitch=False, pairs={(0, 1)}))
     first = dict(zip(matrix["addresses"], matrix["rows"][0][1], strict=True))
     assert first[address(0)] == "X" and first[address(1)] == "NV4"
     assert first[address(2)] == "NODE" and first[address(4)] == "SYS"
@@ -106,7 +84,9 @@ def test_gpu_placement_counts_only_multi_gpu_requests_on_reporting_hosts(fixture
     assert gpu_placement(nova(fixture), fleet, hosts) is expected
 
 
-def test_requested_gpus_does_not_add_both_spellings():
+def test_the_gpu_count_is_what_nova_compute_claims():
+    # the spec's PCI request and a Placement request group are two demands: Nova's
+    # filters and its claim count both, and so does every GPU rule of Cortex
     request = nova("gpu-2xh100-pinned", flavor={"extra_specs": {
-        "pci_passthrough:alias": "h100:2", "resources:CUSTOM_PCI_10DE_2330": "2"}})
-    assert requested_gpus(request) == 2
+        "resources:CUSTOM_PCI_10DE_2330": "1"}})
+    assert gpu_count(request) == 3
