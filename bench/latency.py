@@ -228,7 +228,7 @@ def rss():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
-import cortex.api.scheduler, cortex.plugins.registry
+import cortex.scheduler.service, cortex.plugins.registry
 cortex.plugins.registry.load_all()
 started = rss()
 app = create_app(conf.load(environ={}, overrides={"database.connection": sys.argv[1],

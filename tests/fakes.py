@@ -112,3 +112,12 @@ def storage(service, fixture, hosts=None, **props) -> CinderRequest | ManilaRequ
     body["spec"].setdefault(key, {}).update(props)
     parser = CinderRequest if service == "cinder" else ManilaRequest
     return parser.from_body(body)
+
+
+def promise(store, host, now, check):
+    """Reserve ``check(host's reservations)`` under the host's lock (None: refused)."""
+    with store.lock_host(host, now) as held:
+        made = check(held.reservations)
+        if made is not None:
+            held.reserve(made)
+    return made

@@ -48,6 +48,7 @@ from cortex.pipeline.config import PipelineSet, load_pipelines
 from cortex.pipeline.explain import explain
 from cortex.request import PARSERS, NovaRequest
 from cortex.request.devices import CatalogError, DeviceCatalog
+from cortex.scheduler.service import SchedulerService, SchedulerSettings
 from cortex.store.decisions import DecisionStore, DecisionWriter
 from cortex.store.reservations import ReservationStore
 
@@ -68,6 +69,7 @@ class Services:
     metrics: ApiMetrics
     authorizer: Authorizer
     reservations: ReservationStore
+    scheduler: SchedulerService
     parsers: dict[str, Callable[[Any], Any]] = field(default_factory=lambda: dict(PARSERS))
 
 
@@ -135,8 +137,9 @@ def list_decisions():
     if not 1 <= limit <= 1000:
         raise ApiError(400, f"limit must be between 1 and 1000, not {limit}")
     store = current_app.extensions["cortex"].decision_store
-    return jsonify(decisions=store.find(resource_id=request.args.get("resource_id"),
-                                        request_id=request.args.get("request_id"), limit=limit))
+    found = store.find(resource_id=request.args.get("resource_id"),
+                       request_id=request.args.get("request_id"), limit=limit)
+    return jsonify(decisions=[d.as_document() for d in found])
 
 
 def show_decision(decision_id: str):
@@ -144,7 +147,7 @@ def show_decision(decision_id: str):
     decision = current_app.extensions["cortex"].decision_store.get(decision_id)
     if decision is None:
         raise ApiError(404, f"no decision {decision_id}")
-    return jsonify(decision)
+    return jsonify(decision.as_document())
 
 
 def show_explanation(decision_id: str):
@@ -216,7 +219,8 @@ def create_app(conf: Config, engine: Engine | None = None,
                             on_drop=app_metrics.decisions_dropped.inc,
                             retention_days=conf.get("scheduler", "decision_retention_days"),
                             on_handled=app_metrics.decision_queue_depth.dec,
-                            on_unstorable=app_metrics.decisions_unstorable.inc)
+                            on_unstorable=app_metrics.decisions_unstorable.inc,
+                            on_queued=app_metrics.decision_queue_depth.inc)
     atexit.register(writer.close)
     parsers = dict(PARSERS, nova=partial(NovaRequest.from_body, devices=device_catalog(conf)))
     knowledge = KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
@@ -230,11 +234,13 @@ def create_app(conf: Config, engine: Engine | None = None,
                                     feed=conf.get("scheduler", "reservation_feed"),
                                     limits=limits)
     app_metrics.add_scrape_collector(ReservationFeedCollector(reservations))
+    scheduler = SchedulerService(pipelines, knowledge, SchedulerSettings.from_conf(conf),
+                                 reservations, writer, app_metrics.scheduler)
     app.extensions["cortex"] = Services(
         conf=conf, engine=engine, knowledge=knowledge,
         pipelines=pipelines, validator=RequestValidator(load_openapi()), decisions=writer,
         decision_store=DecisionStore(engine), metrics=app_metrics, authorizer=authorizer,
-        reservations=reservations, parsers=parsers)
+        reservations=reservations, scheduler=scheduler, parsers=parsers)
     for path, handlers in ROUTES.items():
         if any(policy not in POLICIES for _, policy in handlers.values()):
             raise ValueError(f"route {path}: unknown policy")

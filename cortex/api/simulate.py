@@ -22,16 +22,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from flask import current_app, g, jsonify, request
+from flask import current_app, jsonify, request
 from jsonschema import Draft202012Validator
 
+from cortex.api.body import read_json_body
 from cortex.api.errors import ApiError
-from cortex.api.scheduler import read_json_body, schedule, submit_decision
+from cortex.api.scheduler import parse, run
 from cortex.api.schema import load_openapi
-from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
-from cortex.pipeline.config import Pipeline, PipelineConfigError
 from cortex.pipeline.explain import explain
-from cortex.pipeline.overrides import with_overrides
+from cortex.scheduler.service import simulation
 
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
@@ -108,44 +107,19 @@ def _query_setting(found: Simulation, name: str, value: str) -> None:
                             "multiplier.STEP, option.STEP.KEY)")
 
 
-def _chooser(cortex: Any, service: str, wanted: Simulation):
-    """The function that picks the (changed) pipeline for the parsed request."""
-    def choose(parsed: Any) -> Pipeline:
-        try:
-            if wanted.pipeline is None:
-                pipeline = choose_pipeline(cortex.pipelines, parsed)
-            else:
-                pipeline = cortex.pipelines.pipelines.get(wanted.pipeline)
-                if pipeline is None or pipeline.service != service:
-                    raise PipelineNotChosen(f"no {service} pipeline {wanted.pipeline!r}")
-            return with_overrides(pipeline, wanted.options, wanted.multipliers)
-        except (PipelineNotChosen, PipelineConfigError) as exc:
-            raise ApiError(400, str(exc), code="cortex.pipeline_not_chosen") from None
-    return choose
-
-
 def simulate(service: str):
     """``POST /v1/scheduler/<service>/simulate``: the full step-by-step result as JSON."""
-    cortex = current_app.extensions["cortex"]
+    services = current_app.extensions["cortex"]
     started = time.perf_counter()
     body = read_json_body()
     wanted = settings(body, request.args)
-    record: dict[str, Any] = {"service": service, "simulated": True,
-                              "overrides": {"options": wanted.options,
-                                            "multipliers": wanted.multipliers}}
-    _, _, result = schedule(cortex, service, body, record, started,
-                            choose=_chooser(cortex, service, wanted), promise=False,
-                            stored_form=False)
-    record.update(status=200, detail=None, api_request_id=g.get("request_id"))
-    decision_id = None
-    if wanted.record:
-        decision_id = g.decision_id = submit_decision(
-            cortex, record, "simulated", time.perf_counter() - started)
-    document = record | {"id": decision_id, "outcome": "simulated"}
-    return jsonify(hosts=result.hosts, pipeline=result.pipeline, service=service,
-                   intent=record.get("intent"), resource_id=record.get("resource_id"),
-                   knowledge_version=record.get("knowledge_version"),
-                   overrides=record["overrides"], steps=record["steps"],
-                   final_weights=result.weights, unknown_hosts=result.unknown_hosts,
-                   explanation=explain(document), recorded=wanted.record,
-                   decision_id=decision_id)
+    options = simulation(wanted.pipeline, wanted.options, wanted.multipliers,
+                         record=wanted.record)
+    decision = run(services, parse(services, service, body), options, started)
+    return jsonify(hosts=list(decision.result), pipeline=decision.pipeline, service=service,
+                   intent=decision.intent, resource_id=decision.resource_id,
+                   knowledge_version=decision.knowledge_version, overrides=options.overrides,
+                   steps=[s.as_dict() for s in decision.steps],
+                   final_weights=dict(decision.final_weights),
+                   unknown_hosts=list(decision.unknown_hosts), explanation=explain(decision),
+                   recorded=wanted.record, decision_id=decision.id)

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from flask import current_app, jsonify
 from sqlalchemy.exc import DataError, SQLAlchemyError
 
+from cortex.api.body import read_json_body
 from cortex.api.errors import ApiError
-from cortex.api.scheduler import read_json_body
 from cortex.api.schema import name_error
 from cortex.knowledge.reports import read_reports
 from cortex.store.reports import TopologyError, store_report

@@ -297,7 +297,8 @@ def decisions_page():
                        service=fields["service"], pipeline=fields["pipeline"],
                        outcome=fields["outcome"], intent=fields["intent"])
     pipelines = sorted(current_app.extensions["cortex"].pipelines.pipelines)
-    return _page("decisions.html", decisions=found, fields=fields, limit=limit,
+    return _page("decisions.html", decisions=[d.as_document() for d in found], fields=fields,
+                 limit=limit,
                  pipelines=pipelines)
 
 
@@ -306,14 +307,14 @@ def decision_page(decision_id: str):
     decision = current_app.extensions["cortex"].decision_store.get(decision_id)
     if decision is None:
         raise ApiError(404, f"no decision {decision_id}")
-    explanation = explain(decision)
-    steps = [s for s in decision.get("steps") or () if s.get("status") == "ran"]
-    hosts = list(dict.fromkeys(list(decision.get("result") or []) + list(decision.get("hosts")
-                                                                         or [])))
-    return _page("decision.html", decision=decision, explanation=explanation, steps=steps,
-                 hosts=hosts[:_MAX_MATRIX_ROWS], more_hosts=max(len(hosts) - _MAX_MATRIX_ROWS, 0),
-                 unknown=set(decision.get("unknown_hosts") or ()),
-                 document=json.dumps(decision, indent=2, default=str))
+    document = decision.as_document()
+    steps = [s.as_dict() for s in decision.steps if s.status == "ran"]
+    hosts = list(dict.fromkeys((*(decision.result or ()), *decision.hosts)))
+    return _page("decision.html", decision=document, explanation=explain(decision),
+                 steps=steps, hosts=hosts[:_MAX_MATRIX_ROWS],
+                 more_hosts=max(len(hosts) - _MAX_MATRIX_ROWS, 0),
+                 unknown=set(decision.unknown_hosts),
+                 document=json.dumps(document, indent=2, default=str))
 
 
 def pipelines_page():

@@ -119,19 +119,18 @@ def decisions_list(conf: config.Config, args) -> int:
     store = DecisionStore(make_engine(conf.database_url))
     found = store.find(resource_id=args.resource_id, request_id=args.request_id,
                        limit=args.limit)
-    rows = [{"time": _utc(d["created_at"]), "service": d["service"],
-             "resource_id": d["resource_id"], "pipeline": d["pipeline"],
-             "hosts_in": len(d.get("hosts") or ()), "hosts_out": len(d.get("result") or ()),
-             "first_host": (d.get("result") or [None])[0], "id": d["id"],
-             "request_id": d["request_id"], "intent": d["intent"], "outcome": d["outcome"],
-             "duration_ms": d["duration_ms"]} for d in found]
+    rows = [{"time": _utc(d.created_at), "service": d.service,
+             "resource_id": d.resource_id, "pipeline": d.pipeline,
+             "hosts_in": len(d.hosts), "hosts_out": len(d.result or ()),
+             "first_host": (d.result or (None,))[0], "id": d.id,
+             "request_id": d.request_id, "intent": d.intent, "outcome": d.outcome,
+             "duration_ms": d.duration_ms} for d in found]
     emit(rows, DECISION_COLUMNS, args.format)
     return 0
 
 
-def _utc(iso: str) -> str:
-    """An ISO 8601 time as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC; a time without a zone is UTC)."""
-    moment = datetime.fromisoformat(iso)
+def _utc(moment: datetime) -> str:
+    """A time as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC; a time without a zone is UTC)."""
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -203,7 +202,7 @@ def reservations_list(conf: config.Config, args) -> int:
     found = ReservationStore(make_engine(conf.database_url)).active(datetime.now(UTC))
     emit([{"id": r.id, "host": r.host, "instance_uuid": r.instance_uuid,
            "group_id": r.group_id, "resources": dict(r.resources), "gpus": list(r.gpus),
-           "expires_at": _utc(r.expires_at.isoformat())}
+           "expires_at": _utc(r.expires_at)}
           for r in sorted(found, key=lambda r: r.created_at)], RESERVATION_COLUMNS, args.format)
     return 0
 

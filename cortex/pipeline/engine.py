@@ -1,10 +1,8 @@
 """Run a pipeline over the caller's candidates: filters, then weighers, then the order.
 
-Combination, compatible with the reference implementation::
-
-    final(host) = tanh(caller_weight) + sum(multiplier * tanh(raw_weight))
-
-With no weighers that ran, the caller's order by weight passes through unchanged.
+The final weight of a judged host is :func:`cortex.decision.final_weights`'s
+``tanh(caller weight) + sum(multiplier * tanh(raw weight))``; with no weighers that
+ran, the caller's order by weight passes through unchanged.
 Ties break deterministically: higher caller weight first, then the caller's order.
 Hosts the knowledge view does not know follow the unknown-host policy: ``keep``
 appends them after the judged hosts, by caller weight; ``drop`` removes them.
@@ -18,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from cortex.decision import StepResult, final_weights
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.config import Pipeline, Step
 
@@ -46,72 +45,6 @@ class StepTooSlow(TimeoutError):
 
 
 @dataclass
-class StepRecord:
-    """What one step did: ``status`` ran|skipped|error; per-host details.
-
-    Filters: ``removed`` maps host -> reason (``shadow`` steps fill it without
-    removing). Weighers: ``values``, the raw weight of each host of ``weighed`` in its
-    order (``weighed`` is the judged host list the engine shares with every weigher of
-    the call); :attr:`raw` and :attr:`scaled` (``multiplier * tanh(raw)``) give them per
-    host. ``detail``: what the bound plugin decided for the whole request (Plugin.detail).
-    """
-
-    name: str
-    kind: str
-    status: str
-    duration_ms: float = 0.0
-    reason: str | None = None
-    shadow: bool = False
-    multiplier: float | None = None
-    hosts_in: int = 0
-    removed: dict[str, str] = field(default_factory=dict)
-    detail: str | None = None
-    weighed: list[str] | None = field(default=None, repr=False)
-    values: list[float] | None = None
-
-    @property
-    def raw(self) -> dict[str, float]:
-        """``{host: raw weight}`` of a weigher that ran; ``{}`` otherwise."""
-        if not self.values:
-            return {}
-        return dict(zip(self.weighed or (), self.values, strict=True))
-
-    @property
-    def scaled(self) -> dict[str, float]:
-        """``{host: multiplier * tanh(raw)}``: this step's term of each final weight."""
-        if not self.values:
-            return {}
-        multiplier, tanh = self.multiplier, math.tanh
-        return {host: multiplier * tanh(value)
-                for host, value in zip(self.weighed or (), self.values, strict=True)}
-
-    def _fields(self) -> dict[str, Any]:
-        """The shared fields of both forms, empty details left out."""
-        fields = {"name": self.name, "kind": self.kind, "status": self.status,
-                  "duration_ms": self.duration_ms, "reason": self.reason,
-                  "shadow": self.shadow, "multiplier": self.multiplier,
-                  "hosts_in": self.hosts_in, "removed": self.removed, "detail": self.detail}
-        return {k: v for k, v in fields.items() if v not in ({}, None)}
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form with ``raw`` and ``scaled`` per host, empty details left out."""
-        document = self._fields()
-        if self.values:
-            document.update(raw=self.raw, scaled=self.scaled)
-        return document
-
-    def as_stored(self) -> dict[str, Any]:
-        """The form decision records keep: ``raw`` a list in ``weighed`` order, no ``scaled``.
-
-        :func:`cortex.store.decisions.expand_record` turns it back into :meth:`as_dict`.
-        """
-        document = self._fields()
-        if self.values:
-            document["raw"] = self.values
-        return document
-
-
-@dataclass
 class PipelineResult:
     """The answer (``hosts``, best first) and how it came about.
 
@@ -121,7 +54,7 @@ class PipelineResult:
 
     pipeline: str
     hosts: list[str]
-    steps: list[StepRecord]
+    steps: list[StepResult]
     unknown_hosts: list[str]
     weights: dict[str, float]
     weighed: list[str] = field(default_factory=list)
@@ -145,13 +78,10 @@ def run_pipeline(pipeline: Pipeline, request: Any, view: KnowledgeView,
         record, alive = _run_filter(step, request, alive, view)
         steps.append(record)
     judged = [c.host for c, _ in alive]
-    sums = [math.tanh(c.weight) for c, _ in alive]  # in the order of ``judged``
     for step in pipeline.weighers:
         _check_budget(step, deadline, started)
-        record, scaled = _run_weigher(step, request, alive, judged, view)
-        steps.append(record)
-        if scaled is not None:
-            sums = [total + value for total, value in zip(sums, scaled, strict=True)]
+        steps.append(_run_weigher(step, request, alive, judged, view))
+    sums = final_weights([c.weight for c, _ in alive], (s for s in steps if s.weighs))
     final = dict(zip(judged, sums, strict=True))
     alive.sort(key=lambda cs: (-final[cs[0].host], -cs[0].weight, order[cs[0].host]))
     hosts = [c.host for c, _ in alive]
@@ -174,8 +104,12 @@ def _check_duration(step: Step, duration_ms: float) -> None:
         raise StepTooSlow(f"ran {duration_ms:.1f} ms, limit {step.max_duration_ms:g} ms")
 
 
-def _skip_reason(step: Step, request: Any) -> str | None:
-    """Why ``step`` does not run for ``request`` (None: it runs)."""
+def skip_reason(step: Step, request: Any) -> str | None:
+    """Why ``step`` does not run for ``request`` (None: it runs).
+
+    Nova's ``RUN_ON_REBUILD``: most filters do not re-check a rebuild's own host; a
+    plugin's ``applies`` may leave out requests it has nothing to say about.
+    """
     if step.kind == "filter" and request.service == "nova" and request.intent == "rebuild" \
             and not step.plugin.run_on_rebuild:
         return "not run on rebuild"
@@ -184,50 +118,69 @@ def _skip_reason(step: Step, request: Any) -> str | None:
     return None
 
 
+def refusal(pipeline: Pipeline, request: Any, view: KnowledgeView, host: str) -> str | None:
+    """The first non-shadow filter of ``pipeline`` that removes ``host`` in ``view``, and why.
+
+    ``"<step>: <reason>"``, or None when every filter passes it. A filter that raises
+    counts as a refusal. The in-flight reservation's re-check of one host
+    (:mod:`cortex.scheduler.promise`).
+    """
+    candidate = next(c for c in request.candidates if c.host == host)
+    state = view.hosts[host]
+    for step in pipeline.filters:
+        if step.shadow or skip_reason(step, request):
+            continue
+        try:
+            reason = step.plugin.bind(request, view).check(state, request, candidate)
+        except Exception as exc:  # noqa: BLE001 - a plugin bug must not escape as a 500
+            reason = f"{type(exc).__name__}: {exc}"
+        if reason is not None:
+            return f"{step.name}: {reason}"
+    return None
+
+
 def _run_filter(step: Step, request: Any, alive: list,
-                view: KnowledgeView) -> tuple[StepRecord, list]:
-    """Apply one filter; return its record and the hosts still alive."""
-    record = StepRecord(step.name, "filter", "ran", shadow=step.shadow, hosts_in=len(alive))
-    record.reason = _skip_reason(step, request)
-    if record.reason:
-        record.status = "skipped"
-        return record, alive
+                view: KnowledgeView) -> tuple[StepResult, list]:
+    """Apply one filter; return its result and the hosts still alive."""
+    skipped = skip_reason(step, request)
+    if skipped:
+        return StepResult(step.name, "filter", "skipped", reason=skipped, shadow=step.shadow,
+                          hosts_in=len(alive)), alive
     started = time.perf_counter()
+    detail = None
     try:
         plugin = step.plugin.bind(request, view)
-        record.detail = plugin.detail
-        record.removed = plugin.check_all(alive, request, view)
+        detail = plugin.detail
+        removed = plugin.check_all(alive, request, view)
         _check_duration(step, (time.perf_counter() - started) * 1000)
     except Exception as exc:  # noqa: BLE001 - a plugin bug must not escape as a 500
-        record.duration_ms = (time.perf_counter() - started) * 1000
         if step.on_error == "fail":
             raise StepFailed(step.name, exc) from exc
         LOG.warning("filter %s failed, skipped by policy: %r", step.name, exc)
-        record.status, record.reason, record.removed = "error", repr(exc), {}
-        return record, alive
-    record.duration_ms = (time.perf_counter() - started) * 1000
-    if step.shadow or not record.removed:
-        return record, alive
-    return record, [(c, s) for c, s in alive if c.host not in record.removed]
+        return StepResult(step.name, "filter", "error", _ms(started), repr(exc), step.shadow,
+                          hosts_in=len(alive), detail=detail), alive
+    result = StepResult(step.name, "filter", "ran", _ms(started), shadow=step.shadow,
+                        hosts_in=len(alive), removed=removed, detail=detail)
+    if step.shadow or not removed:
+        return result, alive
+    return result, [(c, s) for c, s in alive if c.host not in removed]
 
 
 def _run_weigher(step: Step, request: Any, alive: list, judged: list[str],
-                 view: KnowledgeView) -> tuple[StepRecord, list[float] | None]:
-    """Apply one weigher: its record and ``multiplier * tanh(raw)`` per host of ``alive``.
+                 view: KnowledgeView) -> StepResult:
+    """Apply one weigher: its raw weight per host of ``alive``, in the order of ``judged``.
 
-    ``judged`` holds the host names of ``alive``, in its order. The values come as a
-    list in that order, or None when the step was skipped or failed (all or nothing).
+    All or nothing: a weigher that fails gives no values (skipped by its policy).
     """
-    record = StepRecord(step.name, "weigher", "ran", multiplier=step.multiplier,
-                        hosts_in=len(alive))
-    record.reason = _skip_reason(step, request)
-    if record.reason:
-        record.status = "skipped"
-        return record, None
+    skipped = skip_reason(step, request)
+    if skipped:
+        return StepResult(step.name, "weigher", "skipped", reason=skipped,
+                          multiplier=step.multiplier, hosts_in=len(alive))
     started = time.perf_counter()
+    detail = None
     try:
         plugin = step.plugin.bind(request, view)
-        record.detail = plugin.detail
+        detail = plugin.detail
         weights = plugin.weigh_all(alive, request, view)
         if len(weights) != len(alive):
             raise ValueError(f"{len(weights)} weights for {len(alive)} hosts")
@@ -237,14 +190,15 @@ def _run_weigher(step: Step, request: Any, alive: list, judged: list[str],
             raise ValueError(f"weight {raw} for {host} is not finite")
         _check_duration(step, (time.perf_counter() - started) * 1000)
     except Exception as exc:  # noqa: BLE001 - a plugin bug must not escape as a 500
-        record.duration_ms = (time.perf_counter() - started) * 1000
         if step.on_error == "fail":
             raise StepFailed(step.name, exc) from exc
         LOG.warning("weigher %s failed, skipped by policy: %r", step.name, exc)
-        record.status, record.reason = "error", repr(exc)
-        return record, None
-    record.weighed, record.values = judged, list(weights)
-    multiplier, tanh = step.multiplier, math.tanh
-    scaled = [multiplier * tanh(raw) for raw in weights]
-    record.duration_ms = (time.perf_counter() - started) * 1000
-    return record, scaled
+        return StepResult(step.name, "weigher", "error", _ms(started), repr(exc),
+                          multiplier=step.multiplier, hosts_in=len(alive), detail=detail)
+    return StepResult(step.name, "weigher", "ran", _ms(started), multiplier=step.multiplier,
+                      hosts_in=len(alive), detail=detail, weighed=judged, values=list(weights))
+
+
+def _ms(started: float) -> float:
+    """Milliseconds since ``started`` (a ``time.perf_counter()`` value)."""
+    return (time.perf_counter() - started) * 1000

@@ -1,13 +1,11 @@
 """Explain a recorded decision: removals, contributions, the margin and counterfactuals.
 
-Pure functions over a decision document (``GET /v1/decisions/<id>``; written by
-``cortex.api.scheduler``), so the API, ``cortex-manage explain`` and the dashboard
-give the same answer. Nothing is reverse-engineered: the record holds, per step, the
-filters' removals with their reasons and the weighers' multiplier, raw and scaled
-(``multiplier * tanh(raw)``) values per host, and the final weight of every host
-that passed the filters. The caller's own term of the engine's sum
-(``final = tanh(caller weight) + sum(scaled)``, ``cortex/pipeline/engine.py``) is the
-stored final weight minus the stored scaled values.
+Pure functions over a :class:`cortex.decision.Decision`, so the API, ``cortex-manage
+explain`` and the dashboard give the same answer. Nothing is reverse-engineered: the
+decision holds, per step, the filters' removals with their reasons and the weighers'
+multiplier and raw value per host, and the final weight of every host that passed the
+filters. The caller's own term of the final weight (:func:`cortex.decision.final_weights`)
+is the final weight minus the weighers' scaled values.
 
 Vocabulary: the *winner* is the first host answered, the *runner-up* the second
 judged host; the *margin* is the winner's final weight minus the runner-up's; the
@@ -19,9 +17,10 @@ hosts with one weigher's scaled values taken out, with the engine's tie-break
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from cortex.decision import Decision, StepResult
 
 #: Name of the caller's own term in contributions and margins.
 CALLER = "caller"
@@ -29,121 +28,97 @@ CALLER = "caller"
 _EPSILON = 1e-9
 
 
-def explain(decision: Mapping[str, Any]) -> dict[str, Any]:
+def explain(decision: Decision) -> dict[str, Any]:
     """The explanation document of one decision (JSON-ready dict).
 
-    ``decision`` is a decision document: ``hosts`` (the caller's candidates in its
-    order), ``weights`` (caller weights), ``steps`` (StepRecord dicts), ``result``,
-    ``final_weights``, ``unknown_hosts`` and the indexed fields (``id``, ``service``,
-    ``pipeline``, ...). Missing parts (a call rejected before its pipeline ran)
-    give an explanation that says so. Keys of the answer: ``decision`` (identity),
-    ``summary`` (one line), ``removed``/``would_remove`` (``[{host, step, reason}]``),
-    ``steps`` (one line per step), ``weighers`` (``[{step, multiplier}]``),
-    ``ranking`` (per judged host: rank, final, caller weight and term, and per
-    weigher raw and scaled), ``winner``, ``runner_up``, ``margin``, ``decided_by``,
-    ``differences`` and ``counterfactuals``.
+    A decision without a ranking (a call rejected before its pipeline ran) gives an
+    explanation that says so. Keys: ``decision`` (identity), ``summary`` (one line),
+    ``removed``/``would_remove`` (``[{host, step, reason}]``), ``steps`` (one line per
+    step), ``weighers`` (``[{step, multiplier}]``), ``ranking`` (per judged host: rank,
+    final, caller weight and term, and per weigher raw and scaled), ``winner``,
+    ``runner_up``, ``margin``, ``decided_by``, ``differences`` and ``counterfactuals``.
     """
-    steps = list(decision.get("steps") or ())
-    weighers = [s for s in steps if s.get("kind") == "weigher" and s.get("status") == "ran"]
-    ranking = _ranking(decision, weighers)
+    weighers = decision.weighers
+    scaled = {s.name: s.scaled for s in weighers}
+    ranking = _ranking(decision, weighers, scaled)
     winner, runner_up = (ranking + [None, None])[:2]
     explanation: dict[str, Any] = {
         "decision": _identity(decision),
-        "candidates": len(decision.get("hosts") or ()),
-        "result": list(decision.get("result") or ()),
-        "caller_first": caller_first(decision),
-        "first_choice": first_choice(decision),
-        "unknown_hosts": list(decision.get("unknown_hosts") or ()),
-        "removed": _removals(steps, shadow=False),
-        "would_remove": _removals(steps, shadow=True),
-        "steps": [_step_line(s) for s in steps],
-        "weighers": [{"step": s["name"], "multiplier": s.get("multiplier", 1.0)}
-                     for s in weighers],
+        "candidates": len(decision.hosts),
+        "result": list(decision.result or ()),
+        "caller_first": decision.caller_first(),
+        "first_choice": decision.first_choice(),
+        "unknown_hosts": list(decision.unknown_hosts),
+        "removed": _removals(decision.steps, shadow=False),
+        "would_remove": _removals(decision.steps, shadow=True),
+        "steps": [_step_line(s) for s in decision.steps],
+        "weighers": [{"step": s.name, "multiplier": _multiplier(s)} for s in weighers],
         "ranking": ranking,
         "winner": winner["host"] if winner else None,
         "runner_up": runner_up["host"] if runner_up else None,
         "margin": None, "decided_by": None, "differences": [],
-        "counterfactuals": counterfactuals(decision, weighers),
+        "counterfactuals": counterfactuals(decision, scaled),
     }
     if winner and runner_up:
-        explanation.update(_margin(winner, runner_up, weighers))
+        explanation.update(_margin(winner, runner_up))
     explanation["summary"] = summary(explanation)
     return explanation
 
 
-def _identity(decision: Mapping[str, Any]) -> dict[str, Any]:
+def _identity(decision: Decision) -> dict[str, Any]:
     """The fields that say which call this was."""
-    keys = ("id", "created_at", "service", "pipeline", "intent", "resource_id", "request_id",
-            "global_request_id", "outcome", "status", "detail", "knowledge_version",
-            "duration_ms")
-    return {k: decision.get(k) for k in keys}
+    return {"id": decision.id,
+            "created_at": decision.created_at.isoformat() if decision.created_at else None,
+            "service": decision.service, "pipeline": decision.pipeline,
+            "intent": decision.intent, "resource_id": decision.resource_id,
+            "request_id": decision.request_id,
+            "global_request_id": decision.global_request_id, "outcome": decision.outcome,
+            "status": decision.status, "detail": decision.detail,
+            "knowledge_version": decision.knowledge_version,
+            "duration_ms": decision.duration_ms}
 
 
-def caller_first(decision: Mapping[str, Any]) -> str | None:
-    """The caller's own first choice: its highest weight, ties to its earlier host."""
-    hosts, weights = decision.get("hosts") or (), decision.get("weights") or {}
-    best = None
-    for host in hosts:
-        if best is None or weights.get(host, 0.0) > weights.get(best, 0.0):
-            best = host
-    return best
+def _multiplier(step: StepResult) -> float:
+    """A weigher step's multiplier (1 when the record has none)."""
+    return 1.0 if step.multiplier is None else step.multiplier
 
 
-def first_choice(decision: Mapping[str, Any]) -> str | None:
-    """``kept`` when Cortex answered the caller's first choice first, else ``changed``.
-
-    None when the call has no answer (rejected or failed). An empty answer changes it.
-    """
-    result = decision.get("result")
-    if result is None or not decision.get("hosts"):
-        return None
-    return "kept" if result[:1] == [caller_first(decision)] else "changed"
-
-
-def _removals(steps: Sequence[Mapping[str, Any]], shadow: bool) -> list[dict[str, str]]:
+def _removals(steps: Sequence[StepResult], shadow: bool) -> list[dict[str, str]]:
     """``[{host, step, reason}]`` of the filters (shadow ones or the others), in step order."""
-    return [{"host": host, "step": step["name"], "reason": reason}
-            for step in steps if step.get("kind") == "filter"
-            and bool(step.get("shadow")) == shadow
-            for host, reason in (step.get("removed") or {}).items()]
+    return [{"host": host, "step": step.name, "reason": reason}
+            for step in steps if step.kind == "filter" and step.shadow == shadow
+            for host, reason in step.removed.items()]
 
 
-def _step_line(step: Mapping[str, Any]) -> dict[str, Any]:
+def _step_line(step: StepResult) -> dict[str, Any]:
     """One step in a line: name, kind, status, why skipped, hosts in and removed."""
-    line = {"step": step["name"], "kind": step.get("kind"), "status": step.get("status"),
-            "hosts_in": step.get("hosts_in", 0), "duration_ms": step.get("duration_ms", 0.0)}
-    if step.get("kind") == "filter":
-        line["removed"] = len(step.get("removed") or ())
-        line["shadow"] = bool(step.get("shadow"))
+    line = {"step": step.name, "kind": step.kind, "status": step.status,
+            "hosts_in": step.hosts_in, "duration_ms": step.duration_ms}
+    if step.kind == "filter":
+        line["removed"] = len(step.removed)
+        line["shadow"] = step.shadow
     else:
-        line["multiplier"] = step.get("multiplier", 1.0)
-    if step.get("reason"):
-        line["reason"] = step["reason"]
+        line["multiplier"] = _multiplier(step)
+    if step.reason:
+        line["reason"] = step.reason
     return line
 
 
-def _caller_term(decision: Mapping[str, Any], host: str, weighers) -> float:
-    """The caller's term of ``host``'s final weight: final minus the weighers' values."""
-    final = (decision.get("final_weights") or {}).get(host)
-    if final is None:
-        return math.tanh(float((decision.get("weights") or {}).get(host, 0.0)))
-    return final - sum((s.get("scaled") or {}).get(host, 0.0) for s in weighers)
-
-
-def _ranking(decision: Mapping[str, Any], weighers) -> list[dict[str, Any]]:
+def _ranking(decision: Decision, weighers: Sequence[StepResult],
+             scaled: Mapping[str, Mapping[str, float]]) -> list[dict[str, Any]]:
     """The judged hosts in answered order with every term of their final weight."""
-    finals = decision.get("final_weights") or {}
-    weights = decision.get("weights") or {}
+    finals, weights = decision.final_weights, decision.weights
+    raw = {s.name: s.raw for s in weighers}
     rows = []
-    for host in decision.get("result") or ():
+    for host in decision.result or ():
         if host not in finals:
             continue  # an unknown host kept after the judged ones
+        terms = {s.name: scaled[s.name].get(host, 0.0) for s in weighers}
         rows.append({
             "host": host, "rank": len(rows) + 1, "final": finals[host],
-            "caller": {"weight": weights.get(host), "term": _caller_term(decision, host,
-                                                                         weighers)},
-            "weighers": {s["name"]: {"raw": (s.get("raw") or {}).get(host),
-                                     "scaled": (s.get("scaled") or {}).get(host, 0.0)}
+            "caller": {"weight": weights.get(host),
+                       "term": finals[host] - sum(terms.values())},
+            "weighers": {s.name: {"raw": raw[s.name].get(host), "scaled": terms[s.name]}
                          for s in weighers}})
     return rows
 
@@ -155,8 +130,7 @@ def _terms(row: Mapping[str, Any]) -> dict[str, float]:
     return terms
 
 
-def _margin(winner: Mapping[str, Any], runner_up: Mapping[str, Any],
-            weighers) -> dict[str, Any]:
+def _margin(winner: Mapping[str, Any], runner_up: Mapping[str, Any]) -> dict[str, Any]:
     """Margin, per-term differences and the deciding term between the first two hosts.
 
     With a zero margin the engine's tie-break decided: the caller's weight, else the
@@ -177,42 +151,39 @@ def _margin(winner: Mapping[str, Any], runner_up: Mapping[str, Any],
     return {"margin": margin, "differences": differences, "decided_by": decided}
 
 
-def rerank(decision: Mapping[str, Any], without: str | None = None) -> list[str]:
-    """The judged hosts re-ranked with weigher step ``without`` left out (None: as is).
+def rerank(decision: Decision, without: Mapping[str, float] | None = None) -> list[str]:
+    """The judged hosts re-ranked with one weigher's scaled values ``without`` taken out.
 
-    Uses the engine's order: final weight descending, then caller weight descending,
-    then the caller's order. Adjusted weights are rounded to 1e-9 so that float noise
-    from subtracting a term does not decide what is really a tie.
+    ``without``: ``{host: scaled value}`` of the weigher left out (None: as it is). Uses
+    the engine's order: final weight descending, then caller weight descending, then
+    the caller's order. Adjusted weights are rounded to 1e-9 so that float noise from
+    subtracting a term does not decide what is really a tie.
     """
-    finals = decision.get("final_weights") or {}
-    weights = decision.get("weights") or {}
-    order = {h: i for i, h in enumerate(decision.get("hosts") or ())}
-    scaled: Mapping[str, float] = {}
-    for step in decision.get("steps") or ():
-        if step.get("name") == without and step.get("kind") == "weigher":
-            scaled = step.get("scaled") or {}
-    adjusted = {h: round(f - scaled.get(h, 0.0), 9) for h, f in finals.items()}
+    finals, weights = decision.final_weights, decision.weights
+    order = {h: i for i, h in enumerate(decision.hosts)}
+    without = without or {}
+    adjusted = {h: round(f - without.get(h, 0.0), 9) for h, f in finals.items()}
     return sorted(adjusted, key=lambda h: (-adjusted[h], -weights.get(h, 0.0),
                                            order.get(h, len(order))))
 
 
-def counterfactuals(decision: Mapping[str, Any], weighers=None) -> list[dict[str, Any]]:
+def counterfactuals(decision: Decision, scaled: Mapping[str, Mapping[str, float]] | None = None
+                    ) -> list[dict[str, Any]]:
     """Per weigher that ran: who would be first without it, and whether that changes.
 
     ``[{without, first, changed, top}]`` where ``top`` is the first three hosts of the
-    re-ranking. Empty when fewer than two hosts were judged.
+    re-ranking. Empty when fewer than two hosts were judged. ``scaled``: each weigher's
+    ``{host: scaled value}`` when already at hand.
     """
-    if weighers is None:
-        weighers = [s for s in decision.get("steps") or ()
-                    if s.get("kind") == "weigher" and s.get("status") == "ran"]
-    finals = decision.get("final_weights") or {}
-    actual = [h for h in decision.get("result") or () if h in finals]
+    if scaled is None:
+        scaled = {s.name: s.scaled for s in decision.weighers}
+    actual = [h for h in decision.result or () if h in decision.final_weights]
     if len(actual) < 2:
         return []
     found = []
-    for step in weighers:
-        ranked = rerank(decision, step["name"])
-        found.append({"without": step["name"], "first": ranked[0],
+    for name, values in scaled.items():
+        ranked = rerank(decision, values)
+        found.append({"without": name, "first": ranked[0],
                       "changed": ranked[0] != actual[0], "top": ranked[:3]})
     return found
 

@@ -5,6 +5,9 @@ from cortex.request.cinder import CinderRequest
 from cortex.request.manila import ManilaRequest
 from cortex.request.nova import NovaRequest
 
+#: A scheduling request of any service: what the pipelines, plugins and rules judge.
+SchedulingRequest = NovaRequest | CinderRequest | ManilaRequest
+
 PARSERS = {
     "nova": NovaRequest.from_body,
     "cinder": CinderRequest.from_body,
@@ -12,4 +15,4 @@ PARSERS = {
 }
 
 __all__ = ["PARSERS", "BadRequest", "Candidate", "CinderRequest", "ManilaRequest",
-           "NovaRequest", "unwrap"]
+           "NovaRequest", "SchedulingRequest", "unwrap"]

@@ -221,13 +221,22 @@ class SimCloud:
         self.hosts = {spec.name: SimHost(spec, pack_numa_cells) for spec in fleet.hosts}
         self.version = 0
         self.network = build_topology({}, fleet.network)
+        self._view: KnowledgeView | None = None
 
     def view(self) -> KnowledgeView:
-        """An immutable view of every host now (unchanged hosts keep their HostState)."""
-        self.version += 1
+        """An immutable view of every host now (unchanged hosts keep their HostState).
+
+        The same view as last time while no host changed, as a worker keeps its view
+        until the knowledge version moves; a new version after any claim or release.
+        """
         states = {name: host.state() for name, host in self.hosts.items()}
-        return KnowledgeView(self.version, EPOCH, MappingProxyType(states),
-                             network=self.network)
+        last = self._view
+        if last is not None and all(last.hosts[n] is s for n, s in states.items()):
+            return last
+        self.version += 1
+        self._view = KnowledgeView(self.version, EPOCH, MappingProxyType(states),
+                                   network=self.network)
+        return self._view
 
     def free_gpu_counts(self) -> Mapping[str, tuple[int, int]]:
         """``(free, all)`` passthrough GPUs per host."""

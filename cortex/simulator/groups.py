@@ -4,10 +4,10 @@ Each group (2-16 VMs of 4 or 8 GPUs, a multi-create with the hint
 ``placement_strategy=consolidated``) arrives at once; as Nova does, the simulator calls
 the pipeline once per member with the group's request id. Nova offers the hosts in its
 own order, which knows nothing of the fabric: every call's host list is shuffled
-(seeded) with caller weights 0. Each answer goes through the in-flight reservations
-exactly as the API's (:func:`cortex.pipeline.reservations.promise_first` on an
-in-memory store), then nova-compute claims the first host that takes it (alternates
-as in :mod:`cortex.simulator.replay`). A group leaves as a whole at its departure.
+(seeded) with caller weights 0. Each call goes through the scheduler service with the
+in-flight reservations exactly as the API's (promised in an in-memory store at the
+group's simulated arrival time), then nova-compute claims the first host that takes it
+(alternates as in :mod:`cortex.simulator.replay`). A group leaves as a whole at its departure.
 
 The measure (issue #9): the share of fully placed groups whose members sit within
 their rule's domain: at most ``leaves_needed(size)`` leaves, connected by adjacency.
@@ -21,12 +21,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from cortex.knowledge.reservations import with_reservations
 from cortex.pipeline.config import PipelineSet
-from cortex.pipeline.engine import run_pipeline
-from cortex.pipeline.reservations import promise_first
 from cortex.request.nova import NovaRequest
 from cortex.rules.network_domains import leaves_needed
+from cortex.scheduler.service import SchedulerService, SchedulerSettings, simulation
 from cortex.simulator.cloud import EPOCH, SimCloud
 from cortex.simulator.fleet import Fleet, SimulationError
 from cortex.simulator.replay import request_body
@@ -35,6 +33,8 @@ from cortex.store.memory import MemoryReservations
 
 SIZES = (2, 2, 3, 4, 4, 6, 8, 8, 12, 16)  # group sizes drawn with these odds
 TTL = 60.0  # simulated seconds a reservation lives: a group's calls all come at its arrival
+SETTINGS = SchedulerSettings(unknown_host_policy="drop", request_time_budget=0,
+                             reservation_ttl=TTL)
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def replay_groups(fleet: Fleet, groups: list[Group], pipelines: PipelineSet, pip
     cloud, store = SimCloud(fleet), MemoryReservations()
     run = GroupRun(pipeline, adjacency={n: leaf.adjacent
                                         for n, leaf in cloud.network.leaves.items()})
-    chosen = pipelines.pipelines[pipeline]
+    service = SchedulerService(pipelines, cloud, SETTINGS, reservations=store)
     hosts = [{"host": h.name, "hypervisor_hostname": h.name} for h in fleet.hosts]
     leaving: list[tuple[float, list[tuple[str, str]]]] = []
     for group in groups:
@@ -147,12 +147,9 @@ def replay_groups(fleet: Fleet, groups: list[Group], pipelines: PipelineSet, pip
         for member in range(group.size):
             rng.shuffle(hosts)
             request = NovaRequest.from_body(_body(group, member, hosts, pipeline))
-            base = cloud.view()
-            overlaid = with_reservations(base, store.active(now), now, request.instance_uuid)
-            result = run_pipeline(chosen, request, overlaid, unknown_policy="drop")
-            result = promise_first(chosen, request, base, overlaid, result, store, TTL, now)
+            decided = service.schedule(request, simulation(promise=True, now=now))
             run.calls += 1
-            for name in result.hosts[:max_attempts]:
+            for name in decided.result[:max_attempts]:
                 if cloud.hosts[name].claim(request.instance_uuid, request) is not None:
                     placed.append((name, request.instance_uuid))
                     break

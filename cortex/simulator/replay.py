@@ -2,19 +2,21 @@
 
 For each arrival the simulator builds the Nova request body Nova would send (flavor with
 ``hw:cpu_policy``/``hw:numa_nodes``, ``resources:VGPU``, the InstancePCIRequest with
-its specs and ``numa_policy``; every host of the fleet a candidate of weight 0, except that a vGPU
-request is offered only hosts with one GPU that has room for all its vGPUs, as
-Placement's allocation candidates would be, each GPU being its own resource provider), parses
-it with :meth:`NovaRequest.from_body`, runs the pipeline on the knowledge view of the
-simulated cloud (:func:`cortex.pipeline.engine.run_pipeline`, exactly what the API
-runs), and claims the request on the best host as nova-compute would, falling back to
-the next hosts like Nova's alternates (``max_attempts``). A departure frees what the
+its specs and ``numa_policy``; every host of the fleet a candidate of weight 0, except
+that a vGPU request is offered only hosts with one GPU that has room for all its vGPUs,
+as Placement's allocation candidates would be, each GPU being its own resource
+provider), parses it with :meth:`NovaRequest.from_body`, decides it on the knowledge
+view of the simulated cloud through the scheduler service
+(:class:`cortex.scheduler.service.SchedulerService`, exactly what the API runs, as a
+simulation that promises and records nothing), and claims the request on the best host
+as nova-compute would, falling back to the next hosts like Nova's alternates
+(``max_attempts``). A departure frees what the
 instance holds. Departures at the same time as an arrival go first.
 
 Measures per arrival (:class:`Decision`): placed or not, the GPUs taken, whether a
 multi-GPU set is all NVLink-connected and whether some host that passed the filters
 had a free NVLink-connected set of that size for it, whether the GPUs sit on the NUMA
-cells of the guest's CPUs, the decision time (parse + pipeline), and fragmentation
+cells of the guest's CPUs, the decision time (parse + scheduler), and fragmentation
 after it: free GPUs on hosts with fewer than 4 (8) free GPUs, which can serve no 4-
 (8-) GPU request, counted on hosts with at least 4 (8) GPUs (:func:`stranded`).
 """
@@ -28,16 +30,26 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
 from cortex.pipeline.config import PipelineSet
-from cortex.pipeline.engine import run_pipeline
 from cortex.request.nova import NovaRequest
 from cortex.rules.gpu_locality import candidate_mask
 from cortex.rules.gpu_sets import gpu_map
+from cortex.scheduler.service import (
+    SchedulerService,
+    SchedulerSettings,
+    SchedulingFailed,
+    simulation,
+)
 from cortex.simulator.boards import VENDOR_NVIDIA
 from cortex.simulator.cloud import SimCloud
 from cortex.simulator.fleet import Fleet, SimulationError
 from cortex.simulator.trace import TraceRequest
+
+#: The simulated calls: hosts the cloud does not know are dropped, no time budget, no
+#: in-flight reservations (each arrival is claimed before the next one is decided).
+SETTINGS = SchedulerSettings(unknown_host_policy="drop", request_time_budget=0,
+                             reservation_ttl=0)
+SIMULATION = simulation()
 
 
 @dataclass
@@ -184,6 +196,7 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
                               f"{', '.join(sorted(pipelines.pipelines))})")
     started = time.perf_counter()
     cloud = SimCloud(fleet, pack_numa_cells)
+    service = SchedulerService(pipelines, cloud, SETTINGS)
     hosts = [{"host": h.name, "hypervisor_hostname": h.name} for h in fleet.hosts]
     weights = dict.fromkeys(cloud.hosts, 0.0)
     result = RunResult(pipeline, fleet.name, fleet.gpus)
@@ -199,9 +212,9 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
         if request.vgpus:
             offered = [h for h in hosts if cloud.hosts[h["host"]].vgpu_room(request.vgpus)]
             offered_weights = {h["host"]: 0.0 for h in offered}
-        decision = _decide(cloud, index, request, request_body(request, offered,
-                                                                 offered_weights, pipeline),
-                           pipelines, max_attempts)
+        decision = _decide(cloud, service, index, request,
+                           request_body(request, offered, offered_weights, pipeline),
+                           max_attempts)
         result.decisions.append(decision)
         if decision.host:
             where[request.id] = decision.host
@@ -226,20 +239,19 @@ def _events(trace: Sequence[TraceRequest]) -> list[tuple[str, int, TraceRequest]
     return [(kind, index, request) for _, _, index, kind, request in events]
 
 
-def _decide(cloud: SimCloud, index: int, trace_request: TraceRequest, body: dict[str, Any],
-            pipelines: PipelineSet, max_attempts: int) -> Decision:
-    """Run the pipeline for one arrival and claim it on the first host that takes it."""
+def _decide(cloud: SimCloud, service: SchedulerService, index: int,
+            trace_request: TraceRequest, body: dict[str, Any], max_attempts: int) -> Decision:
+    """Decide one arrival and claim it on the first host that takes it."""
     view = cloud.view()
     started = time.perf_counter()
     request = NovaRequest.from_body(body)
     try:
-        chosen = choose_pipeline(pipelines, request)
-    except PipelineNotChosen as exc:
-        raise SimulationError(str(exc)) from None
-    result = run_pipeline(chosen, request, view, unknown_policy="drop")
+        decided = service.schedule(request, SIMULATION, started)
+    except SchedulingFailed as exc:
+        raise SimulationError(exc.detail) from None
     elapsed = (time.perf_counter() - started) * 1000
     host, reason, devices, cells, attempts = None, "no valid host", (), None, 0
-    for name in result.hosts[:max_attempts]:
+    for name in decided.result[:max_attempts]:
         attempts += 1
         allocation = cloud.hosts[name].claim(trace_request.id, request)
         if allocation is not None:
@@ -252,7 +264,7 @@ def _decide(cloud: SimCloud, index: int, trace_request: TraceRequest, body: dict
         gpus = gpu_map(topology)
         if trace_request.gpus >= 2:
             nvlink = gpus.all_linked(gpus.mask(devices), "nvlink")
-            possible = _nvlink_possible(view, result.hosts, request, trace_request.gpus)
+            possible = _nvlink_possible(view, decided.result, request, trace_request.gpus)
         if cells is not None:
             local = all(gpus.nodes[gpus.index[a]] in cells for a in devices)
     counts = cloud.free_gpu_counts().values()

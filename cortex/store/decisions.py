@@ -1,4 +1,9 @@
-"""The decision log: a bounded background writer and the queries behind /v1/decisions."""
+"""The decision log: a bounded background writer and the queries behind /v1/decisions.
+
+Decisions are :class:`cortex.decision.Decision`; each is stored as its table row
+(:meth:`~cortex.decision.Decision.as_row`) and read back with
+:meth:`~cortex.decision.Decision.from_record`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +20,8 @@ from sqlalchemy import Engine, delete, func, insert, select, text
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from cortex.db.engine import NO_WAIT_FOR_FLUSH
-from cortex.db.models import Decision
+from cortex.db.models import Decision as DecisionRow
+from cortex.decision import Decision, damaged_decision
 
 LOG = logging.getLogger(__name__)
 _STOP = object()
@@ -35,19 +41,21 @@ class DecisionWriter:
     record (a NUL, a lone surrogate, a number PostgreSQL cannot hold) never takes its
     batch-mates with it: a refused record is written once more as :func:`storable`
     makes it, ``on_unstorable()`` is called for it (a metric) and it is logged; only if
-    that is refused too is it dropped. ``on_handled(n)`` is called from
-    the writer thread with the number of records of each batch taken off the queue,
-    written or not (a queue-depth gauge that works across processes). ``close()`` flushes what
+    that is refused too is it dropped. ``on_queued(n)`` is called with 1 as a
+    record is queued (-1 when the queue refused it) and ``on_handled(n)`` from the writer
+    thread with the number of records of each batch taken off the queue, written or not
+    (a queue-depth gauge that works across processes). ``close()`` flushes what
     is queued (graceful shutdown). With ``retention_days``, decisions older than that
     are deleted at most every ``prune_every`` seconds, after a write. Records are
-    dicts with the Decision columns plus ``record`` (the full JSON document).
+    :class:`~cortex.decision.Decision` objects with their ``id`` and ``created_at`` set.
     """
 
     def __init__(self, engine: Engine, maxsize: int = 10000, batch: int = 200,
                  on_drop: Callable[[], None] = lambda: None,
                  retention_days: float | None = None, prune_every: float = 3600.0,
                  on_handled: Callable[[int], None] = lambda n: None,
-                 on_unstorable: Callable[[], None] = lambda: None) -> None:
+                 on_unstorable: Callable[[], None] = lambda: None,
+                 on_queued: Callable[[int], None] = lambda n: None) -> None:
         self._engine = engine
         self._on_unstorable = on_unstorable
         self._retention_days = retention_days
@@ -57,6 +65,7 @@ class DecisionWriter:
         self._batch = batch
         self._on_drop = on_drop
         self._on_handled = on_handled
+        self._on_queued = on_queued
         self.written = 0
         self.dropped = 0
         self._thread = threading.Thread(target=self._run, name="decision-writer", daemon=True)
@@ -67,12 +76,14 @@ class DecisionWriter:
         """Records waiting to be written."""
         return self._queue.qsize()
 
-    def submit(self, record: Mapping[str, Any]) -> bool:
+    def submit(self, record: Decision) -> bool:
         """Queue ``record``; False (and counted as dropped) when the queue is full."""
+        self._on_queued(1)  # before: the writer may take it at once
         try:
             self._queue.put_nowait(record)
             return True
         except queue.Full:
+            self._on_queued(-1)
             self.dropped += 1
             self._on_drop()
             return False
@@ -148,7 +159,7 @@ class DecisionWriter:
         for item in batch:
             self._write_one(item)
 
-    def _write_one(self, item: Mapping[str, Any]) -> None:
+    def _write_one(self, item: Decision) -> None:
         """Insert one record; if refused, once more as :func:`storable` makes it."""
         try:
             self._insert([item])
@@ -156,7 +167,7 @@ class DecisionWriter:
             return
         except SQLAlchemyError as exc:
             if _unreachable(exc):
-                self._drop(1, f"could not write decision {item.get('id')}: "
+                self._drop(1, f"could not write decision {item.id}: "
                               f"{type(exc).__name__}")
                 return
             reason = type(exc).__name__
@@ -164,22 +175,25 @@ class DecisionWriter:
             reason = type(exc).__name__
         self._on_unstorable()
         try:
-            self._insert([storable(item)])
+            self._insert_rows([storable(item.as_row())])
             self.written += 1
             LOG.warning("decision %s refused by the database as built (%s): stored with "
                         "NUL, lone surrogates and non-finite numbers replaced",
-                        item.get("id"), reason)
+                        item.id, reason)
         except (SQLAlchemyError, TypeError, ValueError) as exc:
-            self._drop(1, f"could not write decision {item.get('id')} even sanitised: "
+            self._drop(1, f"could not write decision {item.id} even sanitised: "
                           f"{type(exc).__name__} (first: {reason})")
 
-    def _insert(self, batch: list) -> None:
-        """One transaction inserting ``batch`` (records compacted)."""
-        rows = [item | {"record": compact_record(item["record"])} for item in batch]
+    def _insert(self, batch: list[Decision]) -> None:
+        """One transaction inserting the rows of ``batch``."""
+        self._insert_rows([item.as_row() for item in batch])
+
+    def _insert_rows(self, rows: list[dict[str, Any]]) -> None:
+        """One transaction inserting ``rows`` of the decisions table."""
         with self._engine.begin() as connection:
             if connection.dialect.name == "postgresql":
                 connection.execute(_NO_WAIT_FOR_FLUSH)
-            connection.execute(insert(Decision), rows)
+            connection.execute(insert(DecisionRow), rows)
 
     def _drop(self, count: int, message: str) -> None:
         """Count ``count`` records as dropped and log ``message``."""
@@ -221,164 +235,24 @@ def storable(value: Any) -> Any:
     return value
 
 
-#: ``record["format"]`` of a record stored by :func:`compact_record`; records without
-#: it (written before it existed, or left whole) are stored as built.
-COMPACT_FORMAT = 2
-
-
-def compact_record(record: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``record`` as stored: per-host values as lists instead of ``{host: value}`` maps.
-
-    A 1,000-host Nova call's record names every host once per weigher, twice (``raw``
-    and ``scaled``), and again in ``weights`` and ``final_weights``: about 300 kB, most
-    of it host names and values that follow from others. Stored instead:
-
-    - ``weights`` as a list in the order of ``hosts``;
-    - ``weighed``: the hosts the weighers judged, in the engine's order, once; each
-      weigher's ``raw`` a list in that order, without ``scaled`` (``multiplier *
-      tanh(raw)``);
-    - no ``final_weights``: the engine's sum (``tanh(caller weight) + sum(scaled)``,
-      cortex/pipeline/engine.py) recomputed in the same order gives the same floats.
-
-    :func:`expand_record` gives back exactly ``record``: the sum is recomputed here and
-    compared with the final weights, and a record whose weights it does not give back
-    (or whose weighers judged different hosts) is stored as built. Runs in the decision
-    writer's thread, off the request path.
-
-    A record the endpoint already built in this form (``format`` set: its steps from
-    :meth:`cortex.pipeline.engine.StepRecord.as_stored`, its ``weighed`` the engine's
-    order) only has its ``weights`` turned into a list.
-    """
-    steps, hosts, weights = record.get("steps"), record.get("hosts"), record.get("weights")
-    if record.get("format") == COMPACT_FORMAT:
-        if isinstance(hosts, list) and isinstance(weights, dict) and list(weights) == hosts:
-            return {**record, "weights": list(weights.values())}
-        return record
-    if not steps or not isinstance(hosts, list) or not isinstance(weights, dict) \
-            or "final_weights" not in record:
-        return record
-    weighed = next((list(s["raw"]) for s in steps if s.get("kind") == "weigher"
-                    and s.get("raw")), None)
-    if weighed is None:  # no weigher ran: the final weights are the caller's terms
-        weighed = list(record["final_weights"] or ())
-    if any(host not in weights for host in weighed):
-        return record
-    stored_steps = []
-    for step in steps:
-        raw = step.get("raw")
-        if raw and list(raw) == weighed:
-            step = {k: v for k, v in step.items() if k != "scaled"} | {"raw": list(raw.values())}
-        elif raw:
-            return record  # values of other hosts than the first weigher's: keep it whole
-        stored_steps.append(step)
-    if _final_weights(weighed, weights, stored_steps) != record["final_weights"]:
-        return record  # the sum does not give back the final weights: keep them
-    stored = {k: v for k, v in record.items() if k != "final_weights"} | {
-        "format": COMPACT_FORMAT, "steps": stored_steps, "weighed": weighed}
-    if list(weights) == hosts:
-        stored["weights"] = list(weights.values())
-    return stored
-
-
-def expand_record(stored: Mapping[str, Any]) -> dict[str, Any]:
-    """The record :func:`compact_record` stored, rebuilt whole; any other record as it is."""
-    if stored.get("format") != COMPACT_FORMAT:
-        return dict(stored)
-    record = {k: v for k, v in stored.items() if k not in ("format", "weighed")}
-    hosts, weighed = stored.get("hosts") or [], stored.get("weighed") or []
-    if isinstance(stored.get("weights"), list):
-        record["weights"] = dict(zip(hosts, stored["weights"], strict=True))
-    record["final_weights"] = _final_weights(weighed, record.get("weights") or {},
-                                             stored["steps"])
-    record["steps"] = [step | {
-        "raw": dict(zip(weighed, step["raw"], strict=True)),
-        "scaled": dict(zip(weighed, _scaled(step), strict=True))}
-        if isinstance(step.get("raw"), list) else step for step in stored["steps"]]
-    return record
-
-
-def _scaled(step: Mapping[str, Any]) -> list[float]:
-    """``multiplier * tanh(raw)`` of a stored weigher step's ``raw`` list, in its order."""
-    multiplier = step.get("multiplier", 1.0)
-    return [multiplier * math.tanh(value) for value in step["raw"]]
-
-
-def _final_weights(weighed: list[str], weights: Mapping[str, float],
-                   steps: list[Mapping[str, Any]]) -> dict[str, float]:
-    """The engine's sum over stored steps: ``tanh(caller weight) + sum(scaled)`` per host.
-
-    Added in the engine's order (cortex/pipeline/engine.py), so the floats are the same;
-    hosts a filter removed after the weighers (the promise step) are left out.
-    """
-    sums = [math.tanh(weights[host]) for host in weighed]
-    for step in steps:
-        if isinstance(step.get("raw"), list) and step.get("status") == "ran":
-            sums = [total + value for total, value in zip(sums, _scaled(step), strict=True)]
-    gone = _removed(steps)
-    return {h: total for h, total in zip(weighed, sums, strict=True) if h not in gone}
-
-
-def _removed(steps: list[Mapping[str, Any]]) -> set[str]:
-    """Hosts a filter step removed (not shadow): the promise step's after the weighers."""
-    return {host for step in steps if step.get("kind") == "filter" and not step.get("shadow")
-            for host in step.get("removed") or ()}
-
-
-def _as_document(row: Decision) -> dict[str, Any]:
-    """The API document of a decision row: its record plus the indexed columns.
+def _decision(row: DecisionRow) -> Decision:
+    """The Decision of a ``decisions`` row: its record read with the indexed columns.
 
     A record that cannot be read whole (a null or odd value where a number belongs,
     lists of different lengths: written before input was checked, or by hand) gives a
-    document without its per-host parts, flagged ``damaged``
-    (:func:`_damaged_document`), never an error.
+    decision without its steps and weights, flagged ``damaged``
+    (:func:`cortex.decision.damaged_decision`), never an error.
     """
+    columns = {"id": row.id, "created_at": row.created_at, "service": row.service,
+               "pipeline": row.pipeline, "request_id": row.request_id,
+               "global_request_id": row.global_request_id, "resource_id": row.resource_id,
+               "intent": row.intent, "outcome": row.outcome, "duration_ms": row.duration_ms}
     try:
-        document = expand_record(row.record)
-        _check_numbers(document)
+        return Decision.from_record(row.record, **columns)
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
         LOG.warning("decision %s: stored record unreadable (%s: %s); answered without "
                     "its steps and weights", row.id, type(exc).__name__, str(exc)[:200])
-        document = _damaged_document(row.record, exc)
-    document.update(id=row.id, created_at=row.created_at.isoformat(), service=row.service,
-                    pipeline=row.pipeline, request_id=row.request_id,
-                    global_request_id=row.global_request_id, resource_id=row.resource_id,
-                    intent=row.intent, outcome=row.outcome, duration_ms=row.duration_ms)
-    return document
-
-
-def _check_numbers(document: Mapping[str, Any]) -> None:
-    """Raise TypeError unless ``weights`` and ``final_weights`` are maps of finite numbers.
-
-    Either may be absent (a call rejected before its pipeline ran).
-    """
-    for key in ("weights", "final_weights"):
-        values = document.get(key)
-        if values is None:
-            continue
-        if not isinstance(values, dict) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                for v in values.values()):
-            raise TypeError(f"{key} is not a map of finite numbers")
-
-
-def _damaged_document(stored: Any, exc: Exception) -> dict[str, Any]:
-    """What can be shown of a record that cannot be read whole.
-
-    Keeps the record's lists of host names (``hosts``, ``result``, ``unknown_hosts``) when
-    they are lists of str, and ``status``, ``detail``, ``api_request_id``,
-    ``knowledge_version``; ``steps`` is empty and ``damaged`` says why.
-    """
-    stored = stored if isinstance(stored, Mapping) else {}
-    document: dict[str, Any] = {"steps": [], "damaged": f"the stored record cannot be read "
-                                f"whole ({type(exc).__name__}); steps and weights left out"}
-    for key in ("hosts", "result", "unknown_hosts"):
-        value = stored.get(key)
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            document[key] = value
-    for key in ("status", "detail", "api_request_id", "knowledge_version"):
-        if isinstance(stored.get(key), (str, int)) and not isinstance(stored.get(key), bool):
-            document[key] = stored[key]
-    return document
+        return damaged_decision(row.record, exc, **columns)
 
 
 class DecisionStore:
@@ -387,34 +261,35 @@ class DecisionStore:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
-    def get(self, decision_id: str) -> dict[str, Any] | None:
-        """One decision document, or None."""
+    def get(self, decision_id: str) -> Decision | None:
+        """One decision, or None."""
         with self._engine.connect() as connection:
-            row = connection.execute(select(Decision).where(Decision.id == decision_id)).first()
-        return _as_document(row) if row else None
+            row = connection.execute(
+                select(DecisionRow).where(DecisionRow.id == decision_id)).first()
+        return _decision(row) if row else None
 
     def find(self, resource_id: str | None = None, request_id: str | None = None,
-             limit: int = 20, **columns: str | None) -> list[dict[str, Any]]:
+             limit: int = 20, **columns: str | None) -> list[Decision]:
         """The newest ``limit`` decisions, filtered by resource id and/or request id.
 
         ``columns`` filters on other indexed columns by equality: ``service``,
         ``pipeline``, ``intent``, ``outcome`` (None or empty: no filter); another name
         raises TypeError.
         """
-        query = select(Decision).order_by(Decision.created_at.desc()).limit(limit)
+        query = select(DecisionRow).order_by(DecisionRow.created_at.desc()).limit(limit)
         if resource_id:
-            query = query.where(Decision.resource_id == resource_id)
+            query = query.where(DecisionRow.resource_id == resource_id)
         if request_id:
-            query = query.where(Decision.request_id == request_id)
+            query = query.where(DecisionRow.request_id == request_id)
         for name, value in columns.items():
             if name not in ("service", "pipeline", "intent", "outcome"):
                 raise TypeError(f"cannot filter decisions on {name!r}")
             if value:
-                query = query.where(getattr(Decision, name) == value)
+                query = query.where(getattr(DecisionRow, name) == value)
         with self._engine.connect() as connection:
-            return [_as_document(row) for row in connection.execute(query)]
+            return [_decision(row) for row in connection.execute(query)]
 
-    def resolve(self, key: str) -> tuple[dict[str, Any] | None, int]:
+    def resolve(self, key: str) -> tuple[Decision | None, int]:
         """The decision ``key`` names and how many decisions matched.
 
         ``key`` is tried as a decision id, then as a resource id (instance, volume or
@@ -428,8 +303,8 @@ class DecisionStore:
             matches = self.find(**{column: key}, limit=1)
             if matches:
                 with self._engine.connect() as connection:
-                    count = connection.execute(select(func.count()).select_from(Decision).where(
-                        getattr(Decision, column) == key)).scalar_one()
+                    count = connection.execute(select(func.count()).select_from(DecisionRow).where(
+                        getattr(DecisionRow, column) == key)).scalar_one()
                 return matches[0], count
         return None, 0
 
@@ -437,4 +312,5 @@ class DecisionStore:
         """Delete decisions older than the retention; returns how many were deleted."""
         cutoff = datetime.now(UTC) - timedelta(days=older_than_days)
         with self._engine.begin() as connection:
-            return connection.execute(delete(Decision).where(Decision.created_at < cutoff)).rowcount
+            return connection.execute(
+                delete(DecisionRow).where(DecisionRow.created_at < cutoff)).rowcount

@@ -1,25 +1,47 @@
-"""In-flight reservations kept in process memory: the simulator and one-process tests.
+"""In-flight reservations kept in process memory, and the contract every store keeps.
 
-The same contract as :class:`cortex.store.reservations.ReservationStore`, without a
-database; pure Python, so the simulator may use it.
+:class:`MemoryReservations` is :class:`cortex.store.reservations.ReservationStore`
+without a database: the simulator and one-process tests. Pure Python, so the simulator
+may use it. Both hand out a :class:`HostLock` while they hold a host's lock.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from cortex.knowledge.reservations import Reservation
 
 
+@dataclass
+class HostLock:
+    """A host's unexpired ``reservations``, read under its lock, and the one write allowed.
+
+    :meth:`reserve` writes a reservation in the lock's transaction; ``made`` is it once
+    written (the store commits it when the lock is released).
+    """
+
+    host: str
+    reservations: list[Reservation]
+    _write: Callable[[Reservation], None] = field(repr=False)
+    made: Reservation | None = None
+
+    def reserve(self, reservation: Reservation) -> None:
+        """Write ``reservation`` (one per lock; RuntimeError for a second)."""
+        if self.made is not None:
+            raise RuntimeError(f"{self.host}: one reservation per lock")
+        self._write(reservation)
+        self.made = reservation
+
+
 class MemoryReservations:
     """Reservations in process memory: the simulator and single-process use.
 
-    ``promise(host, make, check)`` is the store's contract: under the host's lock, the
-    pending reservations are passed to ``check(reservations)``, which answers the
-    Reservation to add (or None to refuse); see
-    :class:`cortex.store.reservations.ReservationStore`.
+    The contract of :class:`cortex.store.reservations.ReservationStore`: ``active(now)``
+    and ``lock_host(host, now)``.
     """
 
     def __init__(self) -> None:
@@ -33,15 +55,12 @@ class MemoryReservations:
                 del self._items[key]
             return list(self._items.values())
 
-    def promise(self, host: str, now: datetime, check) -> Reservation | None:
-        """Add ``check(current reservations)``'s Reservation atomically; None when refused."""
+    @contextmanager
+    def lock_host(self, host: str, now: datetime) -> Iterator[HostLock]:
+        """Hold the store's lock; yield the unexpired reservations (see ReservationStore)."""
         with self._lock:
             current = [r for r in self._items.values() if r.expires_at > now]
-            reservation = check(current)
-            if reservation is None:
-                return None
-            self._replace(reservation)
-            return reservation
+            yield HostLock(host, current, self._replace)
 
     def _replace(self, reservation: Reservation) -> None:
         """Store ``reservation``, dropping an earlier one of the same instance."""

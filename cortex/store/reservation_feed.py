@@ -14,7 +14,7 @@ What a call may miss: a reservation another worker committed in the last moment,
 before this worker's listener applied it (well under a millisecond on one machine,
 more when the worker is busy). The ranking may then favour a host whose room was just
 promised elsewhere; the promise itself re-checks the host under its lock against the
-table (:mod:`cortex.pipeline.reservations`), so capacity is still never promised
+table (:mod:`cortex.scheduler.promise`), so capacity is still never promised
 twice. This is the Kubernetes scheduler's informer cache, applied to reservations.
 
 While the listener has no connection (starting, the server gone, a database without

@@ -1,9 +1,9 @@
 """In-flight reservations in the database, shared by every API worker and replica.
 
-:meth:`ReservationStore.promise` is the one place capacity is promised: in one
-transaction it takes a lock on the host, reads the host's unexpired reservations,
-asks the caller's ``check`` whether the request still fits with them, and inserts the
-new reservation only if it does. On PostgreSQL the lock is a transaction-level
+:meth:`ReservationStore.lock_host` is the one place capacity is promised: in one
+transaction it takes a lock on the host and reads the host's unexpired reservations;
+the scheduler re-checks the request with them (:mod:`cortex.scheduler.promise`) and
+writes the new reservation only if it still fits. On PostgreSQL the lock is a transaction-level
 advisory lock on (namespace, ``hashtext(host)``): two workers promising the same host
 serialise, different hosts do not wait for each other (a hash collision only makes
 two hosts share a lock). The embedded SQLite default serves one process: a
@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-import psycopg
 from psycopg.rows import namedtuple_row
 from sqlalchemy import Engine, bindparam, delete, insert, make_url, select, text
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError
 
 from cortex.db import models
 from cortex.db.engine import (
@@ -34,6 +33,7 @@ from cortex.db.engine import (
     make_engine,
 )
 from cortex.knowledge.reservations import Reservation
+from cortex.store.memory import HostLock
 from cortex.store.reservation_feed import CHANNEL, ReservationFeed
 
 #: First key of the advisory lock, so that Cortex's host locks never meet another
@@ -199,61 +199,51 @@ class ReservationStore:
         """
         return self._feed is None or self._feed.refresh(timeout)
 
-    def promise(self, host: str, now: datetime,
-                check: Callable[[list[Reservation]], Reservation | None]) -> Reservation | None:
-        """Insert ``check(host's unexpired reservations)`` under the host's lock.
+    @contextmanager
+    def lock_host(self, host: str, now: datetime) -> Iterator[HostLock]:
+        """Hold ``host``'s lock in a transaction; yield its unexpired reservations.
 
-        ``check`` returns the Reservation to add, or None to refuse (nothing written).
-        A reservation of the same instance elsewhere is replaced (Nova asked again for
-        it). Raises SQLAlchemyError (psycopg.Error on PostgreSQL) when the database fails.
+        The block decides, then calls :meth:`HostLock.reserve` to write one reservation
+        (one of the same instance elsewhere is replaced: Nova asked again for it), which
+        commits when the block ends; a block that does not reserve, or raises, writes
+        nothing. Raises SQLAlchemyError (psycopg.Error on PostgreSQL) when the database
+        fails; a connection that broke is discarded.
         """
-        for attempt in range(2):
-            try:
-                made = self._promise(host, now, check)
-                if made is not None and self._feed is not None:
-                    self._feed.add(made)
-                return made
-            except (IntegrityError, psycopg.IntegrityError):  # the same instance, concurrently
-                if attempt:
-                    raise
-        return None
+        locked = self._locked_pipelined if self._postgres else self._locked
+        with locked(host, now) as held:
+            yield held
+        if held.made is not None and self._feed is not None:
+            self._feed.add(held.made)
 
-    def _promise(self, host: str, now: datetime,
-                 check: Callable[[list[Reservation]], Reservation | None]) -> Reservation | None:
-        """One attempt of :meth:`promise`."""
-        if self._postgres:
-            return self._promise_pipelined(host, now, check)
+    @contextmanager
+    def _locked(self, host: str, now: datetime) -> Iterator[HostLock]:
+        """:meth:`lock_host` on SQLite: a process lock and one transaction."""
         with self._local, self._engine.begin() as connection:
             rows = connection.execute(_HOST_ACTIVE, {"host": host, "now": now}).all()
-            reservation = check([_reservation(row) for row in rows])
-            if reservation is None:
-                return None
-            values = _values(reservation)
-            if reservation.instance_uuid and self._replace is not None:
-                connection.execute(self._replace, values)
-                return reservation
-            if reservation.instance_uuid:
-                connection.execute(delete(_TABLE).where(
-                    _TABLE.instance_uuid == reservation.instance_uuid))
-            connection.execute(insert(_TABLE).values(values))
-            return reservation
 
-    def _promise_pipelined(self, host: str, now: datetime,
-                           check: Callable[[list[Reservation]], Reservation | None],
-                           ) -> Reservation | None:
-        """One attempt of :meth:`promise` on PostgreSQL, in two round trips.
+            def write(made: Reservation) -> None:
+                if self._replace is not None:
+                    connection.execute(self._replace, _values(made))
+                    return
+                if made.instance_uuid:
+                    connection.execute(delete(_TABLE).where(
+                        _TABLE.instance_uuid == made.instance_uuid))
+                connection.execute(insert(_TABLE).values(_values(made)))
 
-        The same transaction as on SQLite plus the host's advisory lock, sent in
-        psycopg's pipeline mode: BEGIN, the lock and the read go out together and come
-        back once the lock is held; then the insert and COMMIT (or a ROLLBACK when
-        refused). The statements are SQLAlchemy's, compiled once (bound parameters
-        only). Done one statement at a time through SQLAlchemy this took six round
-        trips on every Nova create. The COMMIT does not wait for the WAL flush: a
-        reservation is a short-lived hint that Placement's claim backs, and a server
-        crash may lose the last moment's of them, not corrupt anything (PostgreSQL's
-        ``synchronous_commit = off``). A database error raises psycopg's exception; a
-        connection that broke (the server went, or :mod:`cortex.db.guard`'s watchdog
-        shut it at the call's deadline) is discarded.
+            yield HostLock(host, [_reservation(row) for row in rows], write)
+
+    @contextmanager
+    def _locked_pipelined(self, host: str, now: datetime) -> Iterator[HostLock]:
+        """:meth:`lock_host` on PostgreSQL, in two round trips.
+
+        psycopg's pipeline mode sends BEGIN, the advisory lock and the read together and
+        they come back once the lock is held; :meth:`HostLock.reserve` sends the upsert
+        and COMMIT; leaving without it sends ROLLBACK. The statements are SQLAlchemy's,
+        compiled once (bound parameters only). Done one statement at a time through
+        SQLAlchemy this took six round trips on every Nova create. The COMMIT does not
+        wait for the WAL flush: a reservation is a short-lived hint that Placement's
+        claim backs, and a server crash may lose the last moment's of them, not corrupt
+        anything (PostgreSQL's ``synchronous_commit = off``).
         """
         with self._engine.connect() as connection:
             raw = connection.connection.driver_connection
@@ -263,17 +253,21 @@ class ReservationStore:
                     found = raw.cursor(row_factory=namedtuple_row)
                     found.execute(self._sql["host_active"], {"host": host, "now": now})
                     pipeline.sync()
-                    reservation = check([_reservation(row) for row in found.fetchall()])
-                    if reservation is None:
+                    current = [_reservation(row) for row in found.fetchall()]
+
+                    def write(made: Reservation) -> None:
+                        values = _values(made)
+                        values.update(resources=dumps_json(values["resources"]),
+                                      gpus=dumps_json(values["gpus"]))
+                        raw.execute(NO_WAIT_FOR_FLUSH)
+                        raw.execute(self._sql["replace"], values)
+
+                    held = HostLock(host, current, write)
+                    yield held
+                    if held.made is None:
                         raw.rollback()
-                        return None
-                    values = _values(reservation)
-                    values.update(resources=dumps_json(values["resources"]),
-                                  gpus=dumps_json(values["gpus"]))
-                    raw.execute(NO_WAIT_FOR_FLUSH)
-                    raw.execute(self._sql["replace"], values)
-                    raw.commit()
-                    return reservation
+                    else:
+                        raw.commit()
             except BaseException:
                 if not raw.closed:
                     raw.rollback()

@@ -105,6 +105,7 @@ def pipeline_clock(monkeypatch):
     budget runs out does not depend on how long the rest of the call takes here."""
     clock = PipelineClock()
     monkeypatch.setattr("cortex.api.scheduler.time", clock)
+    monkeypatch.setattr("cortex.scheduler.service.time", clock)
     monkeypatch.setattr("cortex.pipeline.engine.time", clock)
     monkeypatch.setattr(f"{__name__}.spend", clock.advance)
     return clock

@@ -23,7 +23,9 @@ from sqlalchemy import insert, select, text
 from cortex.api.app import create_app
 from cortex.api.guard import BodyGuard, Watchdog
 from cortex.db.models import Decision
-from cortex.store.decisions import COMPACT_FORMAT, DecisionWriter, storable
+from cortex.decision import COMPACT_FORMAT
+from cortex.decision import Decision as DecisionRecord
+from cortex.store.decisions import DecisionWriter, storable
 from tests.api.conftest import keystone_conf, make_conf
 from tests.api.test_contract import assert_error, nova_body, post
 from tests.waiting import wait_until
@@ -96,14 +98,13 @@ def test_nul_and_lone_surrogate_elsewhere_are_answered_and_stored_replaced(clien
     assert decision["resource_id"] == "inst-\ufffd\ufffd"
 
 
-def record(marker: str, **changes) -> dict:
-    """A decision row for the writer (columns plus the record)."""
-    row = {"id": str(uuid.uuid4()), "created_at": datetime.now(UTC), "service": "nova",
-           "pipeline": "default", "request_id": marker, "global_request_id": None,
-           "resource_id": "inst-1", "intent": "create", "outcome": "ok",
-           "duration_ms": 1.0, "record": {"hosts": ["a"], "weights": {"a": 1.0},
-                                          "result": ["a"]}}
-    return row | changes
+def record(marker: str, **changes) -> DecisionRecord:
+    """A decision for the writer."""
+    fields = {"service": "nova", "pipeline": "default", "request_id": marker,
+              "resource_id": "inst-1", "intent": "create", "outcome": "ok", "status": 200,
+              "hosts": ("a",), "weights": {"a": 1.0}, "result": ("a",),
+              "id": str(uuid.uuid4()), "created_at": datetime.now(UTC), "duration_ms": 1.0}
+    return DecisionRecord(**(fields | changes))
 
 
 def test_one_unstorable_record_does_not_lose_its_batch(engine):
@@ -111,9 +112,8 @@ def test_one_unstorable_record_does_not_lose_its_batch(engine):
     unstorable = []
     writer = DecisionWriter(engine, batch=200, on_unstorable=lambda: unstorable.append(1))
     poison = [record(marker, resource_id="inst-\x00"),
-              record(marker, record={"hosts": ["a\ud800"], "weights": {"a\ud800": 1.0}}),
-              record(marker, record={"hosts": ["a"], "weights": {"a": float("inf")},
-                                     "note": "x\x00y"})]
+              record(marker, hosts=("a\ud800",), weights={"a\ud800": 1.0}, result=("a\ud800",)),
+              record(marker, weights={"a": float("inf")}, detail="x\x00y")]
     rows = [record(marker) for _ in range(13)] + poison
     writer._write(rows)  # one batch, as the writer thread hands it over
     writer.close()
@@ -123,10 +123,10 @@ def test_one_unstorable_record_does_not_lose_its_batch(engine):
     assert len(stored) == 16 and writer.dropped == 0
     assert len(unstorable) == 3
     by_id = {row.id: row for row in stored}
-    assert by_id[poison[0]["id"]].resource_id == "inst-\ufffd"
-    assert by_id[poison[1]["id"]].record["hosts"] == ["a\ufffd"]
-    assert by_id[poison[2]["id"]].record["note"] == "x\ufffdy"
-    assert by_id[poison[2]["id"]].record["weights"] == {"a": None}
+    assert by_id[poison[0].id].resource_id == "inst-\ufffd"
+    assert by_id[poison[1].id].record["hosts"] == ["a\ufffd"]
+    assert by_id[poison[2].id].record["detail"] == "x\ufffdy"
+    assert by_id[poison[2].id].record["weights"] == [None]
 
 
 def test_storable_replaces_what_postgresql_refuses():

@@ -119,7 +119,7 @@ def test_forged_rebuild_hint_at_create_is_filtered_logged_and_counted(app_of, ca
                   "full": (report([cell(0, pinned="0-7")]), ())}, NUMA)
     client = app.test_client()
     forged = guest(hints={"_nova_check_type": ["rebuild"]})
-    with caplog.at_level(logging.WARNING, logger="cortex.api.scheduler"):
+    with caplog.at_level(logging.WARNING, logger="cortex.scheduler.service"):
         assert answer(client, ["room", "full"], forged) == {"room"}
     assert "treated as a create" in caplog.text
     registry = app.extensions["cortex"].metrics.registry

@@ -1,12 +1,17 @@
 """In-flight reservations and network hints through the API (one process, the session database)."""
 
 import uuid
+from contextlib import contextmanager
+from datetime import timedelta
+from types import MappingProxyType
 
 import pytest
 from sqlalchemy import delete
 
 from cortex.api.app import create_app
 from cortex.db import models
+from cortex.knowledge.reservations import Reservation
+from cortex.store.memory import HostLock
 from tests.api.conftest import make_conf
 from tests.api.test_contract import post
 from tests.fakes import nova_body
@@ -90,15 +95,19 @@ class RefusingStore:
     def active(self, now):
         return []
 
-    def promise(self, host, now, check):
+    @contextmanager
+    def lock_host(self, host, now):
         self.tried.append(host)
-        return None
+        full = Reservation(f"full-{host}", host, None, None,
+                           MappingProxyType({"VCPU": 10**6, "PCPU": 10**6, "MEMORY_MB": 10**9}),
+                           (), now, now + timedelta(hours=1))
+        yield HostLock(host, [full], lambda made: pytest.fail("a full host was promised"))
 
 
 def test_a_burst_of_refusals_answers_the_rest_unpromised(reserving):
-    from cortex.pipeline.reservations import MAX_PROMISE_TRIES
+    from cortex.scheduler.promise import MAX_PROMISE_TRIES
 
-    store = reserving.extensions["cortex"].reservations = RefusingStore()
+    store = reserving.extensions["cortex"].scheduler.reservations = RefusingStore()
     hosts = [f"cmp{i:04d}" for i in range(12)]
     body = nova_body(hosts=hosts, flavor=FLAVOR, spec={"instance_uuid": str(uuid.uuid4())})
     response = post(reserving.test_client(), "nova", body)

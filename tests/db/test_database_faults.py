@@ -76,7 +76,7 @@ def timed(call):
 
 def unpromised(app) -> float:
     """How many Nova answers went out without a promise (the policy's metric)."""
-    counter = getattr(app.extensions["cortex"].metrics, "unpromised_answers", None)
+    counter = app.extensions["cortex"].metrics.scheduler.unpromised_answers
     return 0.0 if counter is None else counter.labels("nova")._value.get()
 
 

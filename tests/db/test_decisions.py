@@ -8,16 +8,17 @@ import pytest
 from sqlalchemy import delete
 
 from cortex.db.models import Decision
+from cortex.decision import Decision as DecisionRecord
 from cortex.store.decisions import DecisionStore, DecisionWriter
 from tests.waiting import DEADLINE
 
 
-def record(resource_id="inst-1", created_at=None, request_id="req-1"):
-    return {"id": str(uuid.uuid4()), "created_at": created_at or datetime.now(UTC),
-            "service": "nova", "pipeline": "p", "request_id": request_id,
-            "global_request_id": None, "resource_id": resource_id, "intent": "create",
-            "outcome": "ok", "duration_ms": 1.5,
-            "record": {"hosts": ["a", "b"], "result": ["b", "a"], "steps": []}}
+def record(resource_id="inst-1", created_at=None, request_id="req-1", **changes):
+    fields = dict(id=str(uuid.uuid4()), created_at=created_at or datetime.now(UTC),
+                  service="nova", pipeline="p", request_id=request_id, resource_id=resource_id,
+                  intent="create", outcome="ok", duration_ms=1.5, hosts=("a", "b"),
+                  result=("b", "a"), status=200)
+    return DecisionRecord(**(fields | changes))
 
 
 def test_writer_writes_and_store_finds(engine):
@@ -28,9 +29,9 @@ def test_writer_writes_and_store_finds(engine):
     writer.flush(DEADLINE)
     store = DecisionStore(engine)
     found = store.find(resource_id=resource)
-    assert {d["id"] for d in found} == {first["id"], second["id"]}
-    one = store.get(first["id"])
-    assert one["result"] == ["b", "a"] and one["resource_id"] == resource
+    assert {d.id for d in found} == {first.id, second.id}
+    one = store.get(first.id)
+    assert one.result == ("b", "a") and one.resource_id == resource
     assert store.get("no-such-id") is None
     writer.close(DEADLINE)
     assert writer.written == 2 and writer.dropped == 0
@@ -60,15 +61,14 @@ def test_prune_deletes_only_old_decisions(engine):
     writer.close(DEADLINE)
     store = DecisionStore(engine)
     assert store.prune(30) >= 1
-    assert [d["id"] for d in store.find(resource_id=resource)] == [new["id"]]
+    assert [d.id for d in store.find(resource_id=resource)] == [new.id]
     with engine.begin() as connection:
         connection.execute(delete(Decision).where(Decision.resource_id == resource))
 
 
 def test_write_failure_is_counted_not_raised(engine):
     writer = DecisionWriter(engine)
-    broken = record()
-    broken["outcome"] = None  # NOT NULL column: the insert fails
+    broken = record(outcome=None)  # NOT NULL column: the insert fails
     writer.submit(broken)
     writer.close(DEADLINE)
     assert writer.dropped == 1 and writer.written == 0
@@ -84,15 +84,14 @@ def test_writer_applies_retention_after_writes(engine):
     new = record(resource)
     writer.submit(new)
     writer.close(DEADLINE)
-    assert [d["id"] for d in DecisionStore(engine).find(resource_id=resource)] == [new["id"]]
+    assert [d.id for d in DecisionStore(engine).find(resource_id=resource)] == [new.id]
 
 
 def test_handled_batches_and_failed_writes_are_reported(engine):
     handled, drops = [], []
     writer = DecisionWriter(engine, on_handled=handled.append,
                             on_drop=lambda: drops.append(1))
-    broken = record()
-    broken["outcome"] = None  # NOT NULL column: the batch cannot be written
+    broken = record(outcome=None)  # NOT NULL column: the batch cannot be written
     writer.submit(broken)
     writer.flush(DEADLINE)
     assert sum(handled) == 1 and drops == [1]
@@ -107,17 +106,17 @@ def test_store_filters_on_indexed_columns_and_resolves_keys(engine):
     writer = DecisionWriter(engine)
     old = record(resource, created_at=datetime.now(UTC) - timedelta(minutes=5),
                  request_id=f"req-{resource}")
-    new = record(resource) | {"outcome": "simulated"}
+    new = record(resource, outcome="simulated")
     writer.submit(old)
     writer.submit(new)
     writer.close(DEADLINE)
     store = DecisionStore(engine)
-    assert [d["id"] for d in store.find(resource_id=resource, outcome="simulated")] == [new["id"]]
-    assert [d["id"] for d in store.find(resource_id=resource, service="cinder")] == []
-    assert store.resolve(old["id"]) == (store.get(old["id"]), 1)
+    assert [d.id for d in store.find(resource_id=resource, outcome="simulated")] == [new.id]
+    assert [d.id for d in store.find(resource_id=resource, service="cinder")] == []
+    assert store.resolve(old.id) == (store.get(old.id), 1)
     found, count = store.resolve(resource)
-    assert found["id"] == new["id"] and count == 2
-    assert store.resolve(f"req-{resource}")[0]["id"] == old["id"]
+    assert found.id == new.id and count == 2
+    assert store.resolve(f"req-{resource}")[0].id == old.id
     assert store.resolve("nothing-like-it") == (None, 0)
     with pytest.raises(TypeError, match="colour"):
         store.find(colour="red")
@@ -127,7 +126,7 @@ def test_store_filters_on_indexed_columns_and_resolves_keys(engine):
 
 def test_json_columns_read_back_every_value_postgresql_stores(engine):
     """orjson reads the common values, the standard library what orjson refuses."""
-    item = record(f"inst-{uuid.uuid4()}")
+    item = record(f"inst-{uuid.uuid4()}").as_row()
     item["record"] |= {"huge": 10**30, "float": 0.1, "text": "GPU ✓", "nested": [{"a": None}]}
     with engine.begin() as connection:
         connection.execute(Decision.__table__.insert(), [item])

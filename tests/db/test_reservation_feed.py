@@ -15,6 +15,7 @@ from cortex.knowledge.reservations import Reservation
 from cortex.store import reservations as reservation_store
 from cortex.store.reservation_feed import APPLICATION_NAME, TRIGGER
 from cortex.store.reservations import ReservationStore
+from tests.fakes import promise
 from tests.waiting import DEADLINE, eventually
 
 #: How long the rows of these tests live. The feed loads and sweeps by the real clock,
@@ -97,13 +98,13 @@ def test_a_change_from_outside_reaches_the_feed_without_reads_per_call(feeding, 
 
 
 def test_own_promises_count_at_once(feeding, now):
-    made = feeding.promise("h1", now, lambda _: reservation("mine", now, instance_uuid="i1"))
+    made = promise(feeding, "h1", now, lambda _: reservation("mine", now, instance_uuid="i1"))
     assert list(feeding.active(now)) == [made]
     # The first promise's own NOTIFY applied before the second: applied after it, it
     # would briefly put "mine" back in place of "again" (a later change of the same
     # instance); what this test checks is the count before any NOTIFY came back.
     assert feeding.refresh(DEADLINE)
-    again = feeding.promise("h2", now, lambda _: reservation("again", now, "h2",
+    again = promise(feeding, "h2", now, lambda _: reservation("again", now, "h2",
                                                              instance_uuid="i1"))
     assert list(feeding.active(now)) == [again]  # the same instance: replaced, as in the table
 

@@ -13,7 +13,7 @@ from cortex.db.engine import make_engine
 from cortex.db.migrate import upgrade
 from cortex.knowledge.reservations import Reservation, with_reservations
 from cortex.store.reservations import ReservationStore
-from tests.fakes import host, instance, inventory, view
+from tests.fakes import host, instance, inventory, promise, view
 
 #: Every time here reaches the code under test as an argument, and nothing compares it
 #: with the real clock: a fixed instant, the same whenever (and however late) a test runs.
@@ -46,7 +46,7 @@ def race(store, threads, room):
 
     def one(i):
         barrier.wait()
-        got = store.promise("h1", NOW, lambda current: reservation(f"r{i:02d}", instance_uuid=
+        got = promise(store, "h1", NOW, lambda current: reservation(f"r{i:02d}", instance_uuid=
                                                                     f"i{i:02d}")
                             if len(current) < room else None)
         if got is not None:
@@ -76,15 +76,15 @@ def test_sqlite_serialises_promises_in_one_process(tmp_path):
 
 
 def test_a_new_answer_for_the_same_instance_replaces_the_old(store):
-    store.promise("h1", NOW, lambda _: reservation("a", "h1", "i1"))
-    store.promise("h2", NOW, lambda _: reservation("b", "h2", "i1"))
+    promise(store, "h1", NOW, lambda _: reservation("a", "h1", "i1"))
+    promise(store, "h2", NOW, lambda _: reservation("b", "h2", "i1"))
     assert [(r.id, r.host) for r in store.active(NOW)] == [("b", "h2")]
 
 
 def test_refused_promises_write_nothing_and_expired_ones_are_pruned(store):
-    assert store.promise("h1", NOW, lambda _: None) is None
-    store.promise("h1", NOW, lambda _: reservation("old", ttl=-1))
-    store.promise("h1", NOW, lambda _: reservation("new"))
+    assert promise(store, "h1", NOW, lambda _: None) is None
+    promise(store, "h1", NOW, lambda _: reservation("old", ttl=-1))
+    promise(store, "h1", NOW, lambda _: reservation("new"))
     assert [r.id for r in store.active(NOW)] == ["new"]
     assert store.prune(NOW) == 1
     stored = store.active(NOW)[0]
@@ -130,7 +130,7 @@ def test_capacity_filter_sees_an_overlay_after_the_synced_view_was_judged():
 
 
 def test_the_store_recovers_by_itself_when_the_server_dropped_its_connections(store, engine):
-    store.promise("h1", NOW, lambda _: reservation("kept"))
+    promise(store, "h1", NOW, lambda _: reservation("kept"))
     if engine.dialect.name != "postgresql":  # one process, one file: nothing to drop
         assert [r.id for r in store.active(NOW)] == ["kept"]
         return
@@ -151,9 +151,9 @@ def test_the_promise_recheck_shares_the_synced_views_facts(monkeypatch):
     """The re-check under the lock overlays the request's view: facts the plugins keep
     per knowledge version (``root.derived``) are read, not rebuilt for every promise."""
     from cortex import conf
-    from cortex.pipeline import reservations as promising
     from cortex.pipeline.config import load_pipelines
     from cortex.pipeline.engine import run_pipeline
+    from cortex.scheduler import promise as promising
     from cortex.store.memory import MemoryReservations
     from tests.fakes import nova
 

@@ -62,9 +62,9 @@ def test_answer_changes_when_placement_usage_changes(synced, placement, sync_eng
     assert "cmp0001" not in hosts and "cmp0000" in hosts
     services = client.application.extensions["cortex"]
     services.decisions.close()  # flush the decision writer
-    steps = services.decision_store.get(decision_id)["steps"]
-    capacity = [s for s in steps if s["name"] == "filter_has_enough_capacity"][0]
-    assert "PCPU" in json.dumps(capacity["removed"]["cmp0001"])
+    steps = services.decision_store.get(decision_id).steps
+    capacity = [s for s in steps if s.name == "filter_has_enough_capacity"][0]
+    assert "PCPU" in capacity.removed["cmp0001"]
 
     placement.free("dddddddd-0000-0000-0000-000000000000")
     run_source(sync_engine, sources["placement"])

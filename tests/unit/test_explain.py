@@ -4,7 +4,28 @@ import math
 
 import pytest
 
-from cortex.pipeline.explain import caller_first, counterfactuals, explain, render_text, rerank
+from cortex.decision import Decision
+from cortex.pipeline import explain as explaining
+from cortex.pipeline.explain import render_text
+
+
+def explain(document):
+    """The explanation of a decision document."""
+    return explaining.explain(Decision.from_document(document))
+
+
+def caller_first(document):
+    return Decision.from_document(document).caller_first()
+
+
+def rerank(document, without):
+    found = Decision.from_document(document)
+    step = next(s for s in found.steps if s.name == without)
+    return explaining.rerank(found, step.scaled)
+
+
+def counterfactuals(document):
+    return explaining.counterfactuals(Decision.from_document(document))
 
 
 def decision(weights, weighers=(), removed=None, shadow=None, result=None, **extra):

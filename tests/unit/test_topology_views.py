@@ -2,10 +2,10 @@
 
 import pytest
 
-from cortex.api.scheduler import gpu_placement
 from cortex.api.ui import pair_links, topology_layout, topology_matrix
 from cortex.rules.demand import gpu_count
 from cortex.rules.gpu_sets import can_place_connected
+from cortex.scheduler.service import gpu_placement
 from tests.fake_topology import address, hgx, split_by_mig, topology_host
 from tests.fakes import host, nova, view
 

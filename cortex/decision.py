@@ -1,0 +1,383 @@
+"""The scheduling decision: what was asked, what every step did, what was answered.
+
+One typed record of a call, frozen: the scheduler service makes it
+(:mod:`cortex.scheduler.service`), the decision log stores and reads it back
+(:mod:`cortex.store.decisions`), and the explanation, the dashboard and
+``cortex-manage`` read it (:mod:`cortex.pipeline.explain`). Its JSON forms:
+
+- the **document** (:meth:`Decision.as_document`, ``GET /v1/decisions/<id>``): every
+  step with its removals, each weigher's ``raw`` and ``scaled`` value per host, the
+  final weight of every judged host;
+- the **stored record** (:meth:`Decision.as_record`, the ``record`` column): the same
+  with per-host values as lists in one host order (``weighed``), without the scaled
+  values and final weights, which follow from the rest (format
+  :data:`COMPACT_FORMAT`). A 1,000-host call's document is about 300 kB, its record a
+  third of that. Records written before that format are read as they were stored.
+
+The combination rule, compatible with the reference implementation, is computed in
+one place (:func:`final_weights`)::
+
+    final(host) = tanh(caller weight) + sum(multiplier * tanh(raw weight))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+EMPTY: Mapping[str, Any] = MappingProxyType({})
+#: ``record["format"]`` of a stored record in the compact form.
+COMPACT_FORMAT = 2
+#: Outcomes of a decision.
+OUTCOMES = ("ok", "rejected", "error", "simulated")
+
+
+def final_weights(caller_weights: Sequence[float], weighers: Iterable[StepResult]
+                  ) -> list[float]:
+    """``tanh(caller weight) + sum(multiplier * tanh(raw))`` per judged host, in order.
+
+    ``caller_weights`` are the judged hosts' caller weights in the weighers' host order
+    (``weighed``); ``weighers`` the weigher steps that ran, in pipeline order, each with
+    its ``values`` in that order. The terms are added step by step, so the floats are
+    the same wherever the sum is made (the engine, a stored record read back).
+    """
+    sums = [math.tanh(w) for w in caller_weights]
+    for step in weighers:
+        multiplier, tanh = step.multiplier, math.tanh
+        sums = [total + multiplier * tanh(value)
+                for total, value in zip(sums, step.values, strict=True)]
+    return sums
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """What one step of a pipeline did: ``status`` ``ran``, ``skipped`` or ``error``.
+
+    Filters: ``removed`` maps host -> reason (``shadow`` steps fill it without removing).
+    Weighers: ``values``, the raw weight of each host of ``weighed`` in its order (the
+    judged hosts every weigher of the call saw); :attr:`raw` and :attr:`scaled` give them
+    per host. ``reason``: why it was skipped or failed; ``detail``: what the plugin
+    decided for the whole request (one line). ``duration_ms`` in milliseconds.
+    """
+
+    name: str
+    kind: str
+    status: str
+    duration_ms: float = 0.0
+    reason: str | None = None
+    shadow: bool = False
+    multiplier: float | None = None
+    hosts_in: int = 0
+    removed: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    detail: str | None = None
+    weighed: Sequence[str] | None = field(default=None, repr=False)
+    values: Sequence[float] | None = None
+
+    @property
+    def weighs(self) -> bool:
+        """Whether this is a weigher step that ran (its values count in the final weights)."""
+        return self.kind == "weigher" and self.status == "ran" and self.values is not None
+
+    @property
+    def raw(self) -> dict[str, float]:
+        """``{host: raw weight}`` of a weigher that ran; ``{}`` otherwise."""
+        if not self.values:
+            return {}
+        return dict(zip(self.weighed or (), self.values, strict=True))
+
+    @property
+    def scaled(self) -> dict[str, float]:
+        """``{host: multiplier * tanh(raw)}``: this step's term of each final weight."""
+        if not self.values:
+            return {}
+        multiplier, tanh = self.multiplier, math.tanh
+        return {host: multiplier * tanh(value)
+                for host, value in zip(self.weighed or (), self.values, strict=True)}
+
+    def _fields(self) -> dict[str, Any]:
+        """The fields of both JSON forms, empty details left out."""
+        fields = {"name": self.name, "kind": self.kind, "status": self.status,
+                  "duration_ms": self.duration_ms, "reason": self.reason,
+                  "shadow": self.shadow, "multiplier": self.multiplier,
+                  "hosts_in": self.hosts_in, "removed": dict(self.removed),
+                  "detail": self.detail}
+        return {k: v for k, v in fields.items() if v not in ({}, None)}
+
+    def as_dict(self) -> dict[str, Any]:
+        """The document form: ``raw`` and ``scaled`` per host, empty details left out."""
+        document = self._fields()
+        if self.values:
+            document.update(raw=self.raw, scaled=self.scaled)
+        return document
+
+    def as_stored(self) -> dict[str, Any]:
+        """The stored form: ``raw`` a list in ``weighed`` order, no ``scaled``."""
+        document = self._fields()
+        if self.values:
+            document["raw"] = list(self.values)
+        return document
+
+    @classmethod
+    def from_stored(cls, document: Mapping[str, Any], weighed: Sequence[str] = ()
+                    ) -> StepResult:
+        """A step of either JSON form; a list ``raw`` is in ``weighed``'s order.
+
+        Raises KeyError/TypeError/ValueError for a document that is not a step.
+        """
+        raw = document.get("raw")
+        if isinstance(raw, Mapping):
+            hosts, values = tuple(raw), tuple(raw.values())
+        elif raw:
+            hosts, values = tuple(weighed), tuple(raw)
+            if len(hosts) != len(values):
+                raise ValueError(f"step {document['name']}: {len(values)} values for "
+                                 f"{len(hosts)} hosts")
+        else:
+            hosts, values = None, None
+        removed = document.get("removed") or {}
+        if not isinstance(removed, Mapping):
+            raise TypeError(f"step {document['name']}: removed is not a map")
+        return cls(str(document["name"]), document.get("kind", "filter"),
+                   document.get("status", "ran"), document.get("duration_ms", 0.0),
+                   document.get("reason"), bool(document.get("shadow", False)),
+                   document.get("multiplier"), document.get("hosts_in", 0),
+                   MappingProxyType(dict(removed)), document.get("detail"), hosts, values)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One scheduling call, as recorded.
+
+    The call: ``service``, the caller's ids, the ``intent``, the candidates ``hosts`` in
+    the caller's order with their caller ``weights``. The run: the ``pipeline``, its
+    ``steps`` (:class:`StepResult`), ``weighed`` (the judged hosts in the weighers' order)
+    and the ``final_weights`` of the hosts still judged at the end. The answer:
+    ``result`` (best first; None when the call got no ranking), the ``unknown_hosts``,
+    ``status`` (the HTTP status answered), ``detail`` (why not 200) and ``outcome``
+    (:data:`OUTCOMES`). ``knowledge_version``: the view it was judged on. Identity and
+    timing: ``id``, ``created_at`` (UTC), ``duration_ms``, ``api_request_id`` (Cortex's
+    own ``req-`` id). A simulation carries ``simulated`` and the ``overrides`` it ran
+    with. ``damaged`` says why a stored record could not be read whole (its steps and
+    weights are then left out).
+    """
+
+    service: str
+    hosts: tuple[str, ...] = ()
+    weights: Mapping[str, float] = field(default_factory=lambda: EMPTY)
+    request_id: str | None = None
+    global_request_id: str | None = None
+    resource_id: str | None = None
+    intent: str | None = None
+    pipeline: str | None = None
+    result: tuple[str, ...] | None = None
+    unknown_hosts: tuple[str, ...] = ()
+    steps: tuple[StepResult, ...] = ()
+    weighed: tuple[str, ...] = ()
+    final_weights: Mapping[str, float] = field(default_factory=lambda: EMPTY)
+    knowledge_version: int | None = None
+    status: int | None = None
+    detail: str | None = None
+    outcome: str | None = None
+    id: str | None = None
+    created_at: datetime | None = None
+    duration_ms: float | None = None
+    api_request_id: str | None = None
+    simulated: bool = False
+    overrides: Mapping[str, Any] | None = None
+    damaged: str | None = None
+
+    @property
+    def weighers(self) -> tuple[StepResult, ...]:
+        """The weigher steps that ran and gave values, in pipeline order."""
+        return tuple(s for s in self.steps if s.weighs)
+
+    def with_outcome(self, outcome: str, status: int, detail: str | None = None,
+                     **fields: Any) -> Decision:
+        """This decision with its outcome, status, detail and any other ``fields`` set."""
+        return replace(self, outcome=outcome, status=status, detail=detail, **fields)
+
+    # -- the caller's view ---------------------------------------------------------------
+
+    def caller_first(self) -> str | None:
+        """The caller's own first choice: its highest weight, ties to its earlier host."""
+        best = None
+        for host in self.hosts:
+            if best is None or self.weights.get(host, 0.0) > self.weights.get(best, 0.0):
+                best = host
+        return best
+
+    def first_choice(self) -> str | None:
+        """``kept`` when the answer starts with the caller's first choice, else ``changed``.
+
+        None when the call has no answer (rejected or failed). An empty answer changes it.
+        """
+        if self.result is None or not self.hosts:
+            return None
+        return "kept" if self.result[:1] == (self.caller_first(),) else "changed"
+
+    # -- JSON forms ----------------------------------------------------------------------
+
+    def _call(self) -> dict[str, Any]:
+        """The call's fields shared by both JSON forms (weights as a map)."""
+        fields: dict[str, Any] = {"service": self.service}
+        if self.simulated:
+            fields.update(simulated=True, overrides=self.overrides or {})
+        fields.update(request_id=self.request_id, global_request_id=self.global_request_id,
+                      resource_id=self.resource_id, intent=self.intent,
+                      hosts=list(self.hosts), weights=dict(self.weights))
+        if self.pipeline is not None:
+            fields["pipeline"] = self.pipeline
+        return fields
+
+    def _outcome(self) -> dict[str, Any]:
+        """The answer's status fields."""
+        return {"status": self.status, "detail": self.detail,
+                "api_request_id": self.api_request_id}
+
+    def as_record(self) -> dict[str, Any]:
+        """The stored record (the ``record`` column; see the module docstring)."""
+        record = self._call()
+        if self.result is not None:
+            if list(self.weights) == list(self.hosts):
+                record["weights"] = list(self.weights.values())
+            record.update(result=list(self.result), unknown_hosts=list(self.unknown_hosts),
+                          knowledge_version=self.knowledge_version, format=COMPACT_FORMAT,
+                          weighed=list(self.weighed),
+                          steps=[s.as_stored() for s in self.steps])
+        return record | self._outcome()
+
+    def as_document(self) -> dict[str, Any]:
+        """The API document: the call, every step whole, final weights, identity and timing."""
+        document = self._call()
+        if self.result is not None:
+            document.update(result=list(self.result), unknown_hosts=list(self.unknown_hosts),
+                            knowledge_version=self.knowledge_version,
+                            steps=[s.as_dict() for s in self.steps],
+                            final_weights=dict(self.final_weights))
+        elif self.damaged:
+            document["steps"] = []
+        document |= self._outcome()
+        if self.damaged:
+            document["damaged"] = self.damaged
+        return document | {
+            "id": self.id,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+            "outcome": self.outcome, "duration_ms": self.duration_ms}
+
+    def as_row(self) -> dict[str, Any]:
+        """The ``decisions`` table row: the indexed columns and the stored record."""
+        return {"id": self.id, "created_at": self.created_at, "service": self.service,
+                "pipeline": self.pipeline, "request_id": self.request_id,
+                "global_request_id": self.global_request_id, "resource_id": self.resource_id,
+                "intent": self.intent, "outcome": self.outcome, "duration_ms": self.duration_ms,
+                "record": self.as_record()}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], **columns: Any) -> Decision:
+        """The decision of a stored record (either form) and its table ``columns``.
+
+        The columns (``id``, ``created_at``, ``service``, ``pipeline``, ...) win over the
+        record's copies. Raises KeyError/TypeError/ValueError/AttributeError for a record
+        that cannot be read whole (:func:`damaged_decision` makes what can be shown of it).
+        """
+        hosts = tuple(_strings(record.get("hosts") or ()))
+        weights = record.get("weights") or {}
+        if isinstance(weights, list):
+            weights = dict(zip(hosts, weights, strict=True))
+        weights = {str(h): _number(w) for h, w in weights.items()}
+        weighed = tuple(_strings(record.get("weighed") or ()))
+        steps = tuple(StepResult.from_stored(s, weighed) for s in record.get("steps") or ())
+        result = record.get("result")
+        found = cls(
+            service=record.get("service", ""), hosts=hosts, weights=MappingProxyType(weights),
+            request_id=record.get("request_id"),
+            global_request_id=record.get("global_request_id"),
+            resource_id=record.get("resource_id"), intent=record.get("intent"),
+            pipeline=record.get("pipeline"),
+            result=None if result is None else tuple(_strings(result)),
+            unknown_hosts=tuple(_strings(record.get("unknown_hosts") or ())), steps=steps,
+            weighed=weighed, knowledge_version=record.get("knowledge_version"),
+            status=record.get("status"), detail=record.get("detail"),
+            api_request_id=record.get("api_request_id"),
+            simulated=bool(record.get("simulated")), overrides=record.get("overrides"))
+        if record.get("format") == COMPACT_FORMAT:
+            finals = judged_weights(found)
+        else:
+            finals = {str(h): _number(w) for h, w in (record.get("final_weights") or {}).items()}
+        return replace(found, final_weights=MappingProxyType(finals), **_present(columns))
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> Decision:
+        """The decision of an API document (:meth:`as_document`, either record form).
+
+        Raises as :meth:`from_record` does.
+        """
+        created = document.get("created_at")
+        return cls.from_record(
+            document, id=document.get("id"), outcome=document.get("outcome"),
+            duration_ms=document.get("duration_ms"),
+            created_at=datetime.fromisoformat(created) if isinstance(created, str) else created)
+
+
+def judged_weights(decision: Decision) -> dict[str, float]:
+    """``{host: final weight}`` of the hosts still judged at the end of ``decision``.
+
+    The sum (:func:`final_weights`) over ``weighed``; hosts a filter removed after the
+    weighers (the in-flight reservation's re-check) are left out.
+    """
+    sums = final_weights([decision.weights[h] for h in decision.weighed], decision.weighers)
+    gone = {host for step in decision.steps if step.kind == "filter" and not step.shadow
+            for host in step.removed}
+    return {h: total for h, total in zip(decision.weighed, sums, strict=True) if h not in gone}
+
+
+def damaged_decision(record: Any, error: Exception, **columns: Any) -> Decision:
+    """What can be shown of a stored record that cannot be read whole.
+
+    Its lists of host names (``hosts``, ``result``, ``unknown_hosts``) when they are lists
+    of str, and ``status``, ``detail``, ``api_request_id``, ``knowledge_version``;
+    no steps nor weights, and ``damaged`` says why.
+    """
+    record = record if isinstance(record, Mapping) else {}
+
+    def names(key: str) -> tuple[str, ...] | None:
+        value = record.get(key)
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        return tuple(value) if ok else None
+
+    def scalar(key: str) -> Any:
+        value = record.get(key)
+        ok = isinstance(value, str | int) and not isinstance(value, bool)
+        return value if ok else None
+
+    return replace(Decision(
+        service=str(columns.get("service") or ""), hosts=names("hosts") or (),
+        result=names("result"), unknown_hosts=names("unknown_hosts") or (),
+        knowledge_version=scalar("knowledge_version"), status=scalar("status"),
+        detail=scalar("detail"), api_request_id=scalar("api_request_id"),
+        damaged=f"the stored record cannot be read whole ({type(error).__name__}); steps "
+                "and weights left out"), **_present(columns))
+
+
+def _present(columns: Mapping[str, Any]) -> dict[str, Any]:
+    """The column values that are not None."""
+    return {k: v for k, v in columns.items() if v is not None}
+
+
+def _strings(values: Iterable[Any]) -> list[str]:
+    """``values`` when every one is a str; TypeError otherwise."""
+    found = list(values)
+    if not all(isinstance(v, str) for v in found):
+        raise TypeError("host names must be strings")
+    return found
+
+
+def _number(value: Any) -> float:
+    """A finite number (an int or float, not a bool); TypeError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TypeError(f"{value!r} is not a finite number")
+    return value

@@ -1,0 +1,117 @@
+"""Promise the answer's first host: re-check it under its lock and record the reservation.
+
+The pipeline ran on a view with the in-flight reservations of a moment ago laid over
+it; a concurrent call (another thread, worker or replica) may have promised the same
+capacity since. :func:`promise_first` therefore takes the answer's hosts in order and,
+for each, holds the host's lock in the reservation store
+(:meth:`cortex.store.reservations.ReservationStore.lock_host`), lays the host's current
+reservations over its synced state, runs the pipeline's filters on it again
+(:func:`cortex.pipeline.engine.refusal`) and writes a reservation only when it still
+passes. A host that no longer passes is removed from the answer with the failing
+filter's reason, exactly as if that filter had removed it; the first host that passes
+is promised. So no two answers ever promise the same capacity, and the caller's
+contract holds (only offered hosts, each once, ``[]`` only when every host was really
+removed).
+
+Only new builds and moves are promised (``create``, ``resize``, ``live_migrate``,
+``evacuate``): a rebuild stays on the instance's host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from datetime import datetime, timedelta
+from types import MappingProxyType
+from typing import Any
+
+from cortex.decision import StepResult
+from cortex.ids import new_uuid
+from cortex.knowledge.reservations import Reservation, pending, reserve_host
+from cortex.knowledge.view import KnowledgeView
+from cortex.pipeline.config import Pipeline
+from cortex.pipeline.engine import PipelineResult, refusal
+from cortex.rules.device_choice import predict_claim
+
+LOG = logging.getLogger(__name__)
+STEP = "inflight_reservations"
+PROMISED_INTENTS = frozenset({"create", "resize", "live_migrate", "evacuate"})
+#: Hosts tried for a promise per call. Each try is a short locked transaction; past
+#: this many refusals (a burst of concurrent calls for the same few hosts) the answer
+#: goes out with the untried hosts unpromised rather than make the caller wait, and
+#: Placement's claim stays the last word, as without Cortex.
+MAX_PROMISE_TRIES = 5
+
+
+def predicted_gpus(state: Any, request: Any) -> tuple[str, ...]:
+    """PCI addresses of the GPUs nova-compute would hand the request on this host (model)."""
+    if state.topology is None or not state.topology.gpus:
+        return ()
+    claim = predict_claim(state.topology, request)
+    return tuple(claim.devices) if claim is not None else ()
+
+
+def promises(request: Any) -> bool:
+    """Whether a call of ``request`` is promised: a Nova create or move."""
+    return request.service == "nova" and request.intent in PROMISED_INTENTS
+
+
+def promise_first(pipeline: Pipeline, request: Any, base: KnowledgeView,
+                  overlaid: KnowledgeView, result: PipelineResult, store: Any,
+                  ttl: float, now: datetime) -> PipelineResult:
+    """``result`` with its first host promised (reservation recorded) or removed.
+
+    ``base`` is the synced view, ``overlaid`` the request's view with reservations;
+    ``store`` has ReservationStore's ``lock_host``; ``ttl`` in seconds. Adds a step
+    ``inflight_reservations`` to the result's steps. A store failure (database down) is
+    logged and recorded as the step's error; the answer then stands unpromised.
+    """
+    started = time.perf_counter()
+    removed: dict[str, str] = {}
+    status, reason, detail = "ran", None, None
+    judged = [h for h in result.hosts if h in base.hosts and h not in result.unknown_hosts]
+    try:
+        for tries, host in enumerate(judged):
+            if tries == MAX_PROMISE_TRIES:
+                detail = f"{tries} hosts refused; the rest answered unpromised"
+                break
+            with store.lock_host(host, now) as held:
+                made, refused = _recheck(pipeline, request, base, overlaid, host,
+                                         held.reservations, ttl, now)
+                if made is not None:
+                    held.reserve(made)
+            if made is not None:
+                detail = f"promised {host} until {made.expires_at.isoformat()} ({made.id})"
+                break
+            removed[host] = refused
+    except Exception as exc:  # noqa: BLE001 - database trouble must not fail the answer
+        LOG.warning("in-flight reservation failed, answer not promised: %r", exc)
+        status, reason = "error", repr(exc)
+    step = StepResult(STEP, "filter", status, (time.perf_counter() - started) * 1000, reason,
+                      hosts_in=len(result.hosts), removed=removed, detail=detail)
+    hosts = [h for h in result.hosts if h not in removed]
+    weights = {h: w for h, w in result.weights.items() if h not in removed}
+    return dataclasses.replace(result, hosts=hosts, steps=[*result.steps, step],
+                               weights=weights)
+
+
+def _recheck(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: KnowledgeView,
+             host: str, current: list[Reservation], ttl: float, now: datetime
+             ) -> tuple[Reservation | None, str]:
+    """``(the reservation, "")`` when ``host`` passes the filters with ``current``.
+
+    Else ``(None, the failing filter and its reason)``. The request's own earlier
+    reservation (Nova asking again for the same instance) does not count.
+    """
+    own = request.instance_uuid
+    others = [r for r in current if not (own and r.instance_uuid == own)]
+    state = reserve_host(base.hosts[host], pending(others, base, now))
+    view = dataclasses.replace(overlaid, hosts=MappingProxyType(
+        dict(overlaid.hosts) | {host: state}), base=overlaid)
+    reason = refusal(pipeline, request, view, host)
+    if reason is not None:
+        return None, reason
+    return Reservation(new_uuid(), host, request.instance_uuid, request.network.group_id,
+                       MappingProxyType(dict(request.resources)),
+                       predicted_gpus(state, request), now, now + timedelta(seconds=ttl)), ""

@@ -1,0 +1,419 @@
+"""The scheduler service: one call from a typed request to a typed decision.
+
+What happens to every external call, in order (:meth:`SchedulerService.schedule`):
+
+1. choose the pipeline (the request's ``pipeline`` field, else the first matching rule,
+   else the service's default: :mod:`cortex.pipeline.choice`), with a simulation's
+   step options and multipliers laid over it (:mod:`cortex.pipeline.overrides`);
+2. take the worker's knowledge view (:mod:`cortex.knowledge.cache`);
+3. lay the in-flight reservations over it (Nova creates and moves:
+   :func:`cortex.knowledge.reservations.with_reservations`);
+4. run the filters and weighers (:func:`cortex.pipeline.engine.run_pipeline`);
+5. promise the answer's first host (:mod:`cortex.scheduler.promise`);
+6. count, log and record the decision (:mod:`cortex.store.decisions`).
+
+The database waits of steps 2 to 5 end with the call's ``request_time_budget``
+(:func:`cortex.db.guard.deadline`). A simulation is the same call with other
+:class:`RunOptions`: promise nothing, record only when asked, count nothing. The HTTP
+handlers (:mod:`cortex.api.scheduler`, :mod:`cortex.api.simulate`) parse, call this and
+serialise; the simulator (:mod:`cortex.simulator`) calls it in process.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from cortex.db import guard
+from cortex.decision import EMPTY, Decision
+from cortex.ids import new_uuid
+from cortex.knowledge.cache import KnowledgeUnavailable
+from cortex.knowledge.reservations import Reservation, with_reservations
+from cortex.knowledge.view import KnowledgeView
+from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
+from cortex.pipeline.config import Pipeline, PipelineConfigError, PipelineSet
+from cortex.pipeline.engine import PipelineResult, StepFailed, run_pipeline
+from cortex.pipeline.overrides import with_overrides
+from cortex.request import SchedulingRequest
+from cortex.rules.demand import gpu_count
+from cortex.rules.gpu_sets import can_place_connected
+from cortex.scheduler.metrics import SchedulerMetrics
+from cortex.scheduler.promise import STEP as PROMISE_STEP
+from cortex.scheduler.promise import promise_first, promises
+
+LOG = logging.getLogger(__name__)
+#: Seconds the database waits of one call may take when request_time_budget is 0.
+NO_BUDGET_WAIT = 5.0
+#: Share of the budget the optional read of the in-flight reservations may take.
+READ_SHARE = 0.25
+UNKNOWN_HOST_POLICIES = ("keep", "drop")
+PROMISE_FAILURE_POLICIES = ("answer", "fail")
+
+
+class KnowledgeSource(Protocol):
+    """Where the service takes its view: :class:`cortex.knowledge.cache.KnowledgeCache`."""
+
+    def view(self) -> KnowledgeView:
+        """The current view; KnowledgeUnavailable when none may be served."""
+
+
+class ReservationSource(Protocol):
+    """The in-flight reservations: :class:`cortex.store.reservations.ReservationStore`."""
+
+    def active(self, now: datetime) -> list[Reservation]:
+        """Every reservation not expired at ``now``."""
+
+    def lock_host(self, host: str, now: datetime) -> Any:
+        """A context manager holding ``host``'s lock (see ReservationStore.lock_host)."""
+
+
+class DecisionRecorder(Protocol):
+    """Where decisions go: :class:`cortex.store.decisions.DecisionWriter`."""
+
+    def submit(self, record: Decision) -> bool:
+        """Queue ``record`` for writing; False when it was dropped."""
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    """The ``[scheduler]`` options the service follows.
+
+    ``unknown_host_policy``: ``keep`` the hosts Cortex does not know after the judged
+    ones, or ``drop`` them; ``request_time_budget``: seconds a call may take (0: no
+    limit; its database waits then end after :data:`NO_BUDGET_WAIT`);
+    ``reservation_ttl``: seconds a promise counts (0: promise nothing);
+    ``promise_failure_policy``: ``answer`` unpromised or ``fail`` (503) when the
+    promise could not be made.
+    """
+
+    unknown_host_policy: str = "keep"
+    request_time_budget: float = 2.0
+    reservation_ttl: float = 300.0
+    promise_failure_policy: str = "answer"
+
+    def __post_init__(self) -> None:
+        """Refuse a policy outside its allowed values."""
+        if self.unknown_host_policy not in UNKNOWN_HOST_POLICIES:
+            raise ValueError(f"unknown_host_policy must be one of {UNKNOWN_HOST_POLICIES}")
+        if self.promise_failure_policy not in PROMISE_FAILURE_POLICIES:
+            raise ValueError(f"promise_failure_policy must be one of {PROMISE_FAILURE_POLICIES}")
+
+    @classmethod
+    def from_conf(cls, conf: Any) -> SchedulerSettings:
+        """The settings of a :class:`cortex.conf.Config`'s ``[scheduler]`` section."""
+        return cls(*(conf.get("scheduler", name) for name in (
+            "unknown_host_policy", "request_time_budget", "reservation_ttl",
+            "promise_failure_policy")))
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How one call runs.
+
+    ``promise``: reserve the answer's first host (Nova creates and moves);
+    ``record``: write the decision; ``simulated``: a simulation, not a call from Nova,
+    Cinder or Manila (outcome ``simulated``, nothing counted, a failure not recorded);
+    ``pipeline``: run this pipeline of the service instead of the choice rules;
+    ``step_options``/``multipliers``: override a step's options or a weigher's
+    multiplier (:func:`cortex.pipeline.overrides.with_overrides`); ``now``: the time the
+    reservations are judged at (None: the clock; the simulator's own time otherwise).
+    """
+
+    promise: bool = True
+    record: bool = True
+    simulated: bool = False
+    pipeline: str | None = None
+    step_options: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: EMPTY)
+    multipliers: Mapping[str, float] = field(default_factory=lambda: EMPTY)
+    now: datetime | None = None
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        """The simulation's changes as a decision records them."""
+        return {"options": {k: dict(v) for k, v in self.step_options.items()},
+                "multipliers": dict(self.multipliers)}
+
+
+#: A call from Nova, Cinder or Manila.
+LIVE = RunOptions()
+
+
+def simulation(pipeline: str | None = None,
+               step_options: Mapping[str, Mapping[str, Any]] | None = None,
+               multipliers: Mapping[str, float] | None = None, record: bool = False,
+               promise: bool = False, now: datetime | None = None) -> RunOptions:
+    """The RunOptions of a simulation: nothing promised, recorded only when asked."""
+    return RunOptions(promise=promise, record=record, simulated=True, pipeline=pipeline,
+                      step_options=MappingProxyType(dict(step_options or {})),
+                      multipliers=MappingProxyType(dict(multipliers or {})), now=now)
+
+
+class SchedulingFailed(Exception):
+    """A call that got no ranking: ``status`` 400 or 503, ``detail``, an error ``code``.
+
+    ``decision`` is the call's decision with that outcome (recorded when the call was).
+    The HTTP layer answers it as it is; Nova, Cinder and Manila keep their own order.
+    """
+
+    def __init__(self, status: int, detail: str, code: str | None, decision: Decision) -> None:
+        super().__init__(detail)
+        self.status, self.detail, self.code, self.decision = status, detail, code, decision
+
+
+class _Failure(Exception):
+    """Raised inside :meth:`SchedulerService.schedule` to end a call early."""
+
+    def __init__(self, status: int, detail: str, code: str | None = None) -> None:
+        super().__init__(detail)
+        self.status, self.detail, self.code = status, detail, code
+
+
+class SchedulerService:
+    """Runs scheduling calls: choose, view, reservations, run, promise, record.
+
+    ``pipelines`` and ``settings`` decide what runs; ``knowledge`` gives the view;
+    ``reservations`` (None: none) and ``recorder`` (None: nothing is recorded) are the
+    write side; ``metrics`` (None: nothing is counted) the Prometheus metrics.
+    """
+
+    def __init__(self, pipelines: PipelineSet, knowledge: KnowledgeSource,
+                 settings: SchedulerSettings | None = None,
+                 reservations: ReservationSource | None = None,
+                 recorder: DecisionRecorder | None = None,
+                 metrics: SchedulerMetrics | None = None) -> None:
+        self.pipelines = pipelines
+        self.knowledge = knowledge
+        self.settings = settings or SchedulerSettings()
+        self.reservations = reservations
+        self.recorder = recorder
+        self.metrics = metrics
+
+    def schedule(self, request: SchedulingRequest, options: RunOptions = LIVE,
+                 started: float | None = None, call_id: str | None = None) -> Decision:
+        """Decide ``request``: the hosts best first, and how that came about.
+
+        ``started``: the call's ``time.perf_counter()`` at arrival (its budget counts
+        from there; default now); ``call_id``: Cortex's own request id, kept in the
+        decision. Raises :class:`SchedulingFailed` (400: no pipeline fits; 503: no
+        knowledge, a fail-closed step failed, the budget ran out, or the promise failed
+        under ``promise_failure_policy = fail``).
+        """
+        started = time.perf_counter() if started is None else started
+        decision = _called(request, call_id, options)
+        live = not options.simulated
+        if live and getattr(request, "disbelieved_intent", None):
+            self._disbelieved(request)
+        try:
+            pipeline = self._pipeline(request, options)
+            decision = replace(decision, pipeline=pipeline.name)
+            view, result = self._run(pipeline, request, options, started)
+        except _Failure as failure:
+            failed = decision.with_outcome("rejected" if failure.status < 500 else "error",
+                                           failure.status, failure.detail)
+            failed = self._finish(failed, started, options, record=live and options.record)
+            raise SchedulingFailed(failure.status, failure.detail, failure.code,
+                                   failed) from None
+        decision = _answered(decision, result, view.version, options)
+        if live:
+            self._observe(decision, request, view)
+        return self._finish(decision, started, options, record=options.record)
+
+    def refused(self, service: str, status: int, detail: str, started: float) -> None:
+        """Count and log a call the HTTP layer refused before it became a request.
+
+        A body that is not JSON, not valid against the schema, or not parsable: nothing
+        worth recording, but the call was made.
+        """
+        self._account(Decision(service, outcome="rejected", status=status, detail=detail),
+                      started)
+
+    # -- the steps of a call -------------------------------------------------------------
+
+    def _pipeline(self, request: SchedulingRequest, options: RunOptions) -> Pipeline:
+        """The pipeline to run, a simulation's overrides laid over it; _Failure 400."""
+        try:
+            if options.pipeline is None:
+                pipeline = choose_pipeline(self.pipelines, request)
+            else:
+                pipeline = self.pipelines.pipelines.get(options.pipeline)
+                if pipeline is None or pipeline.service != request.service:
+                    raise PipelineNotChosen(f"no {request.service} pipeline "
+                                            f"{options.pipeline!r}")
+            if options.step_options or options.multipliers:
+                pipeline = with_overrides(pipeline, options.step_options, options.multipliers)
+            return pipeline
+        except (PipelineNotChosen, PipelineConfigError) as exc:
+            raise _Failure(400, str(exc), "cortex.pipeline_not_chosen") from None
+
+    def _run(self, pipeline: Pipeline, request: SchedulingRequest, options: RunOptions,
+             started: float) -> tuple[KnowledgeView, PipelineResult]:
+        """Steps 2 to 5 within the call's budget; the view and the (promised) result."""
+        budget = self.settings.request_time_budget
+        with guard.deadline((budget or NO_BUDGET_WAIT) - (time.perf_counter() - started)):
+            try:
+                view = self.knowledge.view()
+            except KnowledgeUnavailable as exc:
+                raise _Failure(503, f"knowledge unavailable: {exc}") from None
+            now = options.now or datetime.now(UTC)
+            overlaid = self._with_reservations(request, view, now)
+            try:
+                result = run_pipeline(pipeline, request, overlaid,
+                                      self.settings.unknown_host_policy,
+                                      deadline=started + budget if budget else None)
+            except StepFailed as exc:
+                raise _Failure(503, str(exc), "cortex.step_failed") from None
+            if options.promise and self._promises(request):
+                result = promise_first(pipeline, request, view, overlaid, result,
+                                       self.reservations, self.settings.reservation_ttl, now)
+                self._unpromised(request, result, options)
+        return view, result
+
+    def _promises(self, request: SchedulingRequest) -> bool:
+        """Whether the call is promised: a Nova create or move, with a store and a TTL."""
+        return (self.reservations is not None and self.settings.reservation_ttl > 0
+                and promises(request))
+
+    def _with_reservations(self, request: SchedulingRequest, view: KnowledgeView,
+                           now: datetime) -> KnowledgeView:
+        """``view`` with the in-flight reservations counted (Nova only; ``view`` when off).
+
+        A database failure here is logged and the call goes on without them, as the
+        knowledge view itself keeps serving through an outage. Reading the table (when
+        the feed does not listen) may take :data:`READ_SHARE` of the call's budget at
+        most, so that a database that hangs leaves the pipeline and the promise their time.
+        """
+        if request.service != "nova" or self.reservations is None \
+                or not self.settings.reservation_ttl:
+            return view
+        budget = self.settings.request_time_budget or NO_BUDGET_WAIT
+        try:
+            with guard.deadline(budget * READ_SHARE):
+                active = self.reservations.active(now)
+        except Exception as exc:  # noqa: BLE001 - database trouble must not fail the answer
+            LOG.warning("in-flight reservations unreadable, not counted: %r", exc)
+            return view
+        return with_reservations(view, active, now, request.instance_uuid)
+
+    def _unpromised(self, request: SchedulingRequest, result: PipelineResult,
+                    options: RunOptions) -> None:
+        """Apply ``promise_failure_policy`` when the promise step failed.
+
+        The step fails when the reservation store raised (the database failed, did not
+        answer within the call's budget, or is marked down: :mod:`cortex.db.guard`).
+        ``answer``: the ranking goes out unpromised, logged by
+        :func:`~cortex.scheduler.promise.promise_first` and counted in
+        ``cortex_scheduler_unpromised_answers_total``; ``fail``: 503, so Nova keeps its
+        own order (the caller contract's reaction to an internal failure).
+        """
+        step = result.steps[-1] if result.steps else None
+        if step is None or step.name != PROMISE_STEP or step.status != "error":
+            return
+        if self.settings.promise_failure_policy == "fail":
+            raise _Failure(503, f"in-flight reservation not made: {step.reason}",
+                           "cortex.promise_failed")
+        if self.metrics is not None and not options.simulated:
+            self.metrics.unpromised_answers.labels(request.service).inc()
+
+    # -- counting and recording ----------------------------------------------------------
+
+    def _disbelieved(self, request: SchedulingRequest) -> None:
+        """Log and count a Nova call whose claimed intent its flags and spec do not back.
+
+        The call runs as a create (:func:`cortex.request.nova.intent_claims`). Counted in
+        ``cortex_scheduler_disbelieved_intents_total{claimed}``.
+        """
+        LOG.warning("nova external: intent %r claimed by _nova_check_type or the flags is not "
+                    "backed by the body (flags rebuild/resize/live, force_hosts); treated as a "
+                    "create (request_id=%s)", request.disbelieved_intent, request.request_id)
+        if self.metrics is not None:
+            self.metrics.disbelieved_intents.labels(request.disbelieved_intent).inc()
+
+    def _observe(self, decision: Decision, request: SchedulingRequest,
+                 view: KnowledgeView) -> None:
+        """Count what the pipeline did: step times, removals, reordering, NVLink placements."""
+        metrics = self.metrics
+        if metrics is None:
+            return
+        pipeline = decision.pipeline
+        for step in decision.steps:
+            if step.status == "ran":
+                duration, removed = metrics.step(pipeline, step.name)
+                duration.observe(step.duration_ms / 1000)
+                if step.kind == "filter" and not step.shadow:
+                    removed.inc(len(step.removed))
+        choice = decision.first_choice()
+        if choice:
+            metrics.reordered.labels(pipeline, choice).inc()
+        connected = gpu_placement(request, view, decision.result or ())
+        if connected is not None:
+            metrics.gpu_placements.labels(
+                pipeline, "connected" if connected else "not_connected").inc()
+
+    def _finish(self, decision: Decision, started: float, options: RunOptions,
+                record: bool) -> Decision:
+        """Count and log a call (not a simulation); record it when asked: its new id."""
+        duration = time.perf_counter() - started
+        if not options.simulated:
+            self._account(decision, started)
+        if not record or self.recorder is None:
+            return decision
+        recorded = replace(decision, id=new_uuid(), created_at=datetime.now(UTC),
+                           duration_ms=duration * 1000)
+        self.recorder.submit(recorded)
+        return recorded
+
+    def _account(self, decision: Decision, started: float) -> None:
+        """The call's duration and outcome in the metrics, and its log line."""
+        duration = time.perf_counter() - started
+        pipeline = decision.pipeline or "none"
+        if self.metrics is not None:
+            self.metrics.request_duration.labels(decision.service, pipeline,
+                                                 str(decision.status)).observe(duration)
+            self.metrics.requests.labels(decision.service, pipeline,
+                                         decision.intent or "unknown", decision.outcome).inc()
+        detail = f" detail={decision.detail}" if decision.detail else ""
+        LOG.info("%s external: status=%d pipeline=%s hosts=%d->%d duration_ms=%.1f%s",
+                 decision.service, decision.status, pipeline, len(decision.hosts),
+                 len(decision.result or ()), duration * 1000, detail)
+
+
+def _called(request: SchedulingRequest, call_id: str | None, options: RunOptions) -> Decision:
+    """The decision's inputs: the service, the caller's ids and intent, the candidates."""
+    return Decision(
+        service=request.service, hosts=tuple(c.host for c in request.candidates),
+        weights=MappingProxyType({c.host: c.weight for c in request.candidates}),
+        request_id=request.request_id, global_request_id=request.global_request_id,
+        resource_id=request.resource_id, intent=request.intent, api_request_id=call_id,
+        simulated=options.simulated, overrides=options.overrides if options.simulated else None)
+
+
+def _answered(decision: Decision, result: PipelineResult, version: int,
+              options: RunOptions) -> Decision:
+    """``decision`` with the pipeline's result and answer, status 200."""
+    return replace(decision, result=tuple(result.hosts),
+                   unknown_hosts=tuple(result.unknown_hosts), steps=tuple(result.steps),
+                   weighed=tuple(result.weighed),
+                   final_weights=MappingProxyType(dict(result.weights)),
+                   knowledge_version=version, status=200, detail=None,
+                   outcome="simulated" if options.simulated else "ok")
+
+
+def gpu_placement(request: SchedulingRequest, view: KnowledgeView,
+                  hosts: tuple[str, ...] | list[str]) -> bool | None:
+    """Whether the first host of a multi-GPU Nova request has NVLink-joined free GPUs.
+
+    None when the request asks fewer than 2 GPUs, nothing was answered, or the first
+    host reports no topology. Nova's PCI tracker picks the devices itself, so this
+    says whether a fully NVLink-connected set was free, not which set Nova took.
+    """
+    if request.service != "nova" or not hosts or gpu_count(request) < 2:
+        return None
+    state = view.hosts.get(hosts[0])
+    if state is None or state.topology is None:
+        return None
+    return can_place_connected(state.topology, gpu_count(request))
