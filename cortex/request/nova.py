@@ -108,6 +108,13 @@ class NovaRequest:
     (:func:`cortex.request.devices.device_requests`) and ``unresolved_devices`` names
     aliases or device profiles Cortex has no definition of; ``network`` is the group
     placement the request asks for (:func:`cortex.request.groups.network_placement`).
+
+    The one answer to what devices the request asks for, used by every rule:
+    ``pci_devices`` (whole devices: passthrough GPUs, PGPU, ``CUSTOM_PCI_*``) and
+    ``vgpu_devices`` (vGPUs, MIG instances); ``gpu_count``, the whole GPUs over all PCI
+    requests, which is what nova-compute claims (``PciDeviceStats.consume_requests``
+    takes every request's count); ``asks_for_devices``, any device request or an alias
+    or device profile Cortex cannot resolve (the pipeline choice's ``gpu`` condition).
     """
 
     candidates: tuple[Candidate, ...]
@@ -147,6 +154,20 @@ class NovaRequest:
     network: NetworkPlacement = NetworkPlacement(None, 1, None, None, False, None)
     disbelieved_intent: str | None = None
     service: str = field(default="nova", init=False)
+    pci_devices: tuple[DeviceRequest, ...] = field(init=False, repr=False, compare=False)
+    vgpu_devices: tuple[DeviceRequest, ...] = field(init=False, repr=False, compare=False)
+    gpu_count: int = field(init=False, repr=False, compare=False)
+    asks_for_devices: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """The device demand by kind, whole GPUs asked, whether any device is asked."""
+        pci = tuple(r for r in self.device_requests if r.kind == "pci")
+        object.__setattr__(self, "pci_devices", pci)
+        object.__setattr__(self, "vgpu_devices",
+                           tuple(r for r in self.device_requests if r.kind == "vgpu"))
+        object.__setattr__(self, "gpu_count", sum(r.count for r in pci))
+        object.__setattr__(self, "asks_for_devices",
+                           bool(self.device_requests or self.unresolved_devices))
 
     @property
     def resource_id(self) -> str | None:

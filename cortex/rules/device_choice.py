@@ -9,14 +9,15 @@ claims the instance. The model follows Nova (2023.1) step by step:
    the first that fits the CPUs and memory and leaves the PCI requests satisfiable
    under their ``numa_policy`` (:func:`cortex.rules.numa_fit.fit_cells` with the PCI
    check of :mod:`cortex.rules.pci_fit`).
-2. Device pools: ``PciDeviceStats`` groups free devices by ``vendor_id``,
-   ``product_id``, ``dev_type`` and ``numa_node`` (sysfs' node), in the order the
-   first device of each pool was added; each pool keeps a list of its devices.
-3. The claim (``PciDeviceStats.consume_requests``, ``nova/pci/stats.py``): per PCI
-   request, the pools matching one of its specs (PFs only when asked), narrowed to the
-   guest's host cells by the NUMA policy (``_filter_pools_for_numa_cells``); devices
-   are taken pool after pool, each from the END of the pool's list
-   (``pool['devices'].pop()``).
+2. Device pools (:func:`cortex.rules.pci_fit.device_pools`): ``PciDeviceStats`` groups
+   free devices by ``vendor_id``, ``product_id``, ``dev_type`` and ``numa_node`` (sysfs'
+   node), in the order the first device of each pool was added; each pool keeps a list
+   of its devices.
+3. The claim (:func:`cortex.rules.pci_fit.take_devices`, Nova's
+   ``PciDeviceStats.consume_requests``, ``nova/pci/stats.py``): per PCI request, the
+   pools matching one of its specs (PFs only when asked), narrowed to the guest's host
+   cells by the NUMA policy (``_filter_pools_for_numa_cells``); devices are taken pool
+   after pool, each from the END of the pool's list (``pool['devices'].pop()``).
 
 Where the prediction can be wrong:
 
@@ -45,13 +46,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
-from cortex.knowledge.topology import DevicePool, HostTopology
-from cortex.rules.demand import pci_requests
+from cortex.knowledge.topology import HostTopology
 from cortex.rules.numa_fit import PINNED, fit_cells
-from cortex.rules.pci_fit import matches, numa_affinity, pci_refusal
+from cortex.rules.pci_fit import pci_refusal, take_devices
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,67 +93,6 @@ def nova_cell_order(topology: HostTopology, guest_numa: Sequence[Any], wants_dev
     return tuple(c.id for c in cells)
 
 
-def device_pools(topology: HostTopology, order: Mapping[str, int] | None = None
-                 ) -> list[list]:
-    """``[[DevicePool, free count]]`` as nova-compute keeps them, pools in first-seen order.
-
-    Pools are keyed as Nova keys them (vendor, product, dev_type, sysfs NUMA node; not
-    health) and ordered by their first GPU's PCI address. A pool's ``addresses`` are its
-    free GPUs by ``order`` (position in nova-compute's list, default the address order):
-    the last one is taken first.
-    """
-    position = order or {g.pci_address: i for i, g in enumerate(topology.gpus)}
-    free = {g.pci_address for g in topology.free_gpus}
-    groups: dict[tuple, list] = {}
-    for gpu in topology.gpus:
-        if not gpu.passthrough:
-            continue
-        key = (gpu.vendor_id.lower(), (gpu.device_id or "").lower(), gpu.dev_type,
-               gpu.pci_numa_node)
-        groups.setdefault(key, []).extend([gpu.pci_address] if gpu.pci_address in free else [])
-    pools = []
-    for (vendor, product, dev_type, node), addresses in groups.items():
-        members = tuple(sorted(addresses, key=lambda a: position.get(a, -1)))
-        pool = DevicePool(MappingProxyType({"vendor_id": vendor, "product_id": product,
-                                            "dev_type": dev_type.lower(), "numa_node": node}),
-                          node, dev_type, True, members)
-        pools.append([pool, len(members)])
-    return pools
-
-
-def take_devices(topology: HostTopology, requests: Sequence[Any],
-                 cells: Sequence[int] | None = None, order: Mapping[str, int] | None = None
-                 ) -> tuple[str, ...] | None:
-    """PCI addresses nova-compute's ``consume_requests`` takes for the ``pci`` DeviceRequests.
-
-    ``cells``: the guest's host cells (None: no NUMA topology, no affinity). None when
-    the requests cannot be served.
-    """
-    available = device_pools(topology, order)
-    remaining = {id(entry[0]): list(entry[0].addresses) for entry in available}
-    taken: list[str] = []
-    for request in requests:
-        wants_pf = any(s.get("dev_type") == "type-PF" for s in request.specs)
-        entries = [e for e in available if e[1] and (wants_pf or e[0].dev_type != "type-PF")
-                   and matches(e[0], request.specs)]
-        if cells is not None and request.numa_policy:
-            entries = numa_affinity(topology, entries, request.numa_policy, request.count,
-                                    cells)
-        if sum(e[1] for e in entries) < request.count:
-            return None
-        needed = request.count
-        for entry in entries:
-            count = min(entry[1], needed)
-            devices = remaining[id(entry[0])]
-            for _ in range(count):
-                taken.append(devices.pop())
-            entry[1] -= count
-            needed -= count
-            if not needed:
-                break
-    return tuple(taken)
-
-
 def predict_claim(topology: HostTopology, request: Any, cpu_ratio: float = 1.0,
                   ram_ratio: float = 1.0, pack: bool = False,
                   order: Mapping[str, int] | None = None) -> Claim | None:
@@ -163,7 +101,7 @@ def predict_claim(topology: HostTopology, request: Any, cpu_ratio: float = 1.0,
     ``cpu_ratio``/``ram_ratio``: the node's allocation ratios; ``pack``: Nova's
     ``packing_host_numa_cells_allocation_strategy``; ``order``: see :func:`device_pools`.
     """
-    wanted = pci_requests(request)
+    wanted = request.pci_devices
     cells = None
     if request.guest_numa:
         cell_order = nova_cell_order(topology, request.guest_numa, bool(wanted), pack)

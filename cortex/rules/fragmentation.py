@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cortex.knowledge.topology import HostTopology
-from cortex.rules.demand import allocation_ratios, gpu_count, vgpu_requests
 from cortex.rules.device_choice import CLAIMS, vgpu_parent, vgpu_slots
 from cortex.rules.gpu_locality import is_pinned
 from cortex.rules.gpu_sets import GpuMap, gpu_map
+from cortex.rules.measures import allocation_ratios
 
 Sizes = tuple[tuple[int, float], ...]
 #: ``(F before, F after, GPUs asked)`` of one placement.
@@ -121,7 +121,7 @@ class FragmentationModel:
         topology = host.topology
         if topology is None or not topology.gpus:
             return None
-        if gpu_count(request):
+        if request.gpu_count:
             return self.passthrough(host, request, candidate)
         return self.shared(host, request, candidate)
 
@@ -169,7 +169,7 @@ class FragmentationModel:
 
     def shared(self, host: Any, request: Any, candidate: Any) -> Change | None:
         """``(F before, F after, GPUs asked)`` for time-sliced vGPUs or MIG instances."""
-        wanted = vgpu_requests(request)
+        wanted = request.vgpu_devices
         topology = host.topology
         profile = next((r.mig_profile for r in wanted if r.mig_profile), None)
         count = sum(r.count for r in wanted)

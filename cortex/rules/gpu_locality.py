@@ -11,9 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from cortex.knowledge.topology import HostTopology
-from cortex.rules.demand import allocation_ratios, gpu_count, pci_requests
 from cortex.rules.device_choice import CLAIMS, Claim
 from cortex.rules.gpu_sets import GpuMap, gpu_map
+from cortex.rules.measures import allocation_ratios
 from cortex.rules.numa_fit import PINNED, fit_cells
 from cortex.rules.pci_fit import matches
 
@@ -23,7 +23,7 @@ _BINDING = ("required", "legacy", "socket")
 
 def candidate_mask(topology: HostTopology, gpus: GpuMap, request: Any) -> int:
     """Free GPUs matching a spec of one of the request's PCI requests, as a GpuMap mask."""
-    wanted = pci_requests(request)
+    wanted = request.pci_devices
     addresses = [a for pool in topology.device_pools
                  if any(matches(pool, r.specs) for r in wanted) for a in pool.addresses]
     return gpus.mask(addresses)
@@ -53,7 +53,7 @@ def allowed_node_sets(topology: HostTopology, request: Any, ratios: tuple[float,
     """
     if not request.guest_numa:
         return None
-    policies = {r.numa_policy for r in pci_requests(request)}
+    policies = {r.numa_policy for r in request.pci_devices}
     policy = next((p for p in _BINDING if p in policies), None)
     if policy is None:
         return None
@@ -166,7 +166,7 @@ def best_set_quality(host: Any, request: Any, candidate: Any, scores: Mapping[st
     gpus = gpu_map(topology)
     free = candidate_mask(topology, gpus, request)
     node_sets = allowed_node_sets(topology, request, ratios)
-    k = gpu_count(request)
+    k = request.gpu_count
     if k == 1:
         allowed = [i for i in gpus.members(free)
                    if node_sets is None or any(gpus.nodes[i] in s for s in node_sets)]

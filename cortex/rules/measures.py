@@ -83,3 +83,16 @@ def source_host(request: Any) -> str | None:
     """The ``source_host`` scheduler hint SAP's Nova sends with moves (first value), if any."""
     values = request.scheduler_hints.get("source_host") or ()
     return values[0] if values else None
+
+
+def allocation_ratios(host: Any, candidate: Any) -> tuple[float, float]:
+    """``(cpu_allocation_ratio, ram_allocation_ratio)`` of the named node's inventories.
+
+    Nova's NUMATopologyFilter takes the compute node's ratios, which are the VCPU and
+    MEMORY_MB inventories' allocation ratios in Placement; 1.0 where there is none.
+    """
+    nodes = host.nodes_named(candidate.nodes)
+    inventories = nodes[0].inventories if nodes else {}
+    cpu = inventories.get("VCPU")
+    ram = inventories.get("MEMORY_MB")
+    return (cpu.allocation_ratio if cpu else 1.0, ram.allocation_ratio if ram else 1.0)

@@ -31,8 +31,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cortex.rules.demand import gpu_count
-
 SCORE_WEIGHTS = {"availability": 0.4, "alignment": 0.3, "utilisation": 0.2, "history": 0.1}
 
 
@@ -84,7 +82,7 @@ def host_slots(state: Any, request: Any) -> int:
                 continue
             fits = min(fits, max(0, math.floor(inventory.free / amount)))
         best = max(best, fits)
-    gpus = gpu_count(request)
+    gpus = request.gpu_count
     if gpus and state.topology is not None and state.topology.gpus:
         best = min(best, len(state.topology.free_gpus) // gpus)
     return best if best < 10**6 else 1
@@ -246,7 +244,7 @@ def plan_group(request: Any, view: Any, options: Any) -> GroupPlan | None:
     hard = options.hard or wish.latency_sensitive
     eligible = _eligible(view, wish.min_uplink_gbps)
     members = placed_members(request, view)
-    rule = leaves_needed(wish.group_size, options.hosts_per_leaf, gpu_count(request),
+    rule = leaves_needed(wish.group_size, options.hosts_per_leaf, request.gpu_count,
                          options.gpus_per_leaf)
     by_leaf: dict[str, int] = {}
     for host, count in members.items():

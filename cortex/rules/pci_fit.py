@@ -24,6 +24,7 @@ Keys of a spec that concern Placement (``resource_class``, ``traits``,
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from cortex.knowledge.topology import DevicePool, HostTopology
@@ -150,6 +151,67 @@ def vgpu_refusal(topology: HostTopology, requests: Iterable[Any],
     return None
 
 
+def device_pools(topology: HostTopology, order: Mapping[str, int] | None = None
+                 ) -> list[list]:
+    """``[[DevicePool, free count]]`` as nova-compute keeps them, pools in first-seen order.
+
+    Pools are keyed as Nova keys them (vendor, product, dev_type, sysfs NUMA node; not
+    health) and ordered by their first GPU's PCI address. A pool's ``addresses`` are its
+    free GPUs by ``order`` (position in nova-compute's list, default the address order):
+    the last one is taken first.
+    """
+    position = order or {g.pci_address: i for i, g in enumerate(topology.gpus)}
+    free = {g.pci_address for g in topology.free_gpus}
+    groups: dict[tuple, list] = {}
+    for gpu in topology.gpus:
+        if not gpu.passthrough:
+            continue
+        key = (gpu.vendor_id.lower(), (gpu.device_id or "").lower(), gpu.dev_type,
+               gpu.pci_numa_node)
+        groups.setdefault(key, []).extend([gpu.pci_address] if gpu.pci_address in free else [])
+    pools = []
+    for (vendor, product, dev_type, node), addresses in groups.items():
+        members = tuple(sorted(addresses, key=lambda a: position.get(a, -1)))
+        pool = DevicePool(MappingProxyType({"vendor_id": vendor, "product_id": product,
+                                            "dev_type": dev_type.lower(), "numa_node": node}),
+                          node, dev_type, True, members)
+        pools.append([pool, len(members)])
+    return pools
+
+
+def take_devices(topology: HostTopology, requests: Sequence[Any],
+                 cells: Sequence[int] | None = None, order: Mapping[str, int] | None = None
+                 ) -> tuple[str, ...] | None:
+    """PCI addresses nova-compute's ``consume_requests`` takes for the ``pci`` DeviceRequests.
+
+    ``cells``: the guest's host cells (None: no NUMA topology, no affinity). None when
+    the requests cannot be served.
+    """
+    available = device_pools(topology, order)
+    remaining = {id(entry[0]): list(entry[0].addresses) for entry in available}
+    taken: list[str] = []
+    for request in requests:
+        wants_pf = any(s.get("dev_type") == "type-PF" for s in request.specs)
+        entries = [e for e in available if e[1] and (wants_pf or e[0].dev_type != "type-PF")
+                   and matches(e[0], request.specs)]
+        if cells is not None and request.numa_policy:
+            entries = numa_affinity(topology, entries, request.numa_policy, request.count,
+                                    cells)
+        if sum(e[1] for e in entries) < request.count:
+            return None
+        needed = request.count
+        for entry in entries:
+            count = min(entry[1], needed)
+            devices = remaining[id(entry[0])]
+            for _ in range(count):
+                taken.append(devices.pop())
+            entry[1] -= count
+            needed -= count
+            if not needed:
+                break
+    return tuple(taken)
+
+
 def knows_vgpus(topology: HostTopology) -> bool:
     """Whether the report says anything about vGPUs: a MIG-mode GPU or a vGPU host driver.
 
@@ -158,3 +220,15 @@ def knows_vgpus(topology: HostTopology) -> bool:
     """
     return any(g.mig_mode == "enabled" or g.mig_instances
                or g.virtualization_mode in ("host_vgpu", "vgpu") for g in topology.gpus)
+
+
+def device_refusal(topology: HostTopology, request: Any, healthy_only: bool = False
+                   ) -> str | None:
+    """Why ``topology``'s free devices cannot serve the request's PCI and vGPU demand.
+
+    None when they can: :func:`pci_refusal` of its ``pci_devices`` (no NUMA affinity, as
+    Nova's PciPassthroughFilter), then :func:`vgpu_refusal` of its ``vgpu_devices``.
+    ``healthy_only`` counts only GPUs reported healthy.
+    """
+    return (pci_refusal(topology, request.pci_devices, healthy_only=healthy_only)
+            or vgpu_refusal(topology, request.vgpu_devices, healthy_only=healthy_only))

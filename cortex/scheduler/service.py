@@ -36,11 +36,9 @@ from cortex.knowledge.cache import KnowledgeUnavailable
 from cortex.knowledge.reservations import Reservation, with_reservations
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
-from cortex.pipeline.config import Pipeline, PipelineConfigError, PipelineSet
+from cortex.pipeline.config import Pipeline, PipelineSet
 from cortex.pipeline.engine import PipelineResult, StepFailed, run_pipeline
-from cortex.pipeline.overrides import with_overrides
 from cortex.request import SchedulingRequest
-from cortex.rules.demand import gpu_count
 from cortex.rules.gpu_sets import can_place_connected
 from cortex.scheduler.metrics import SchedulerMetrics
 from cortex.scheduler.promise import STEP as PROMISE_STEP
@@ -209,7 +207,7 @@ class SchedulerService:
         if live and getattr(request, "disbelieved_intent", None):
             self._disbelieved(request)
         try:
-            pipeline = self._pipeline(request, options)
+            pipeline = self._choose(request, options)
             decision = replace(decision, pipeline=pipeline.name)
             view, result = self._run(pipeline, request, options, started)
         except _Failure as failure:
@@ -234,20 +232,12 @@ class SchedulerService:
 
     # -- the steps of a call -------------------------------------------------------------
 
-    def _pipeline(self, request: SchedulingRequest, options: RunOptions) -> Pipeline:
-        """The pipeline to run, a simulation's overrides laid over it; _Failure 400."""
+    def _choose(self, request: SchedulingRequest, options: RunOptions) -> Pipeline:
+        """The pipeline to run, a simulation's choice and overrides laid over it."""
         try:
-            if options.pipeline is None:
-                pipeline = choose_pipeline(self.pipelines, request)
-            else:
-                pipeline = self.pipelines.pipelines.get(options.pipeline)
-                if pipeline is None or pipeline.service != request.service:
-                    raise PipelineNotChosen(f"no {request.service} pipeline "
-                                            f"{options.pipeline!r}")
-            if options.step_options or options.multipliers:
-                pipeline = with_overrides(pipeline, options.step_options, options.multipliers)
-            return pipeline
-        except (PipelineNotChosen, PipelineConfigError) as exc:
+            return choose_pipeline(self.pipelines, request, options.pipeline,
+                                   options.step_options, options.multipliers)
+        except PipelineNotChosen as exc:
             raise _Failure(400, str(exc), "cortex.pipeline_not_chosen") from None
 
     def _run(self, pipeline: Pipeline, request: SchedulingRequest, options: RunOptions,
@@ -411,9 +401,9 @@ def gpu_placement(request: SchedulingRequest, view: KnowledgeView,
     host reports no topology. Nova's PCI tracker picks the devices itself, so this
     says whether a fully NVLink-connected set was free, not which set Nova took.
     """
-    if request.service != "nova" or not hosts or gpu_count(request) < 2:
+    if request.service != "nova" or not hosts or request.gpu_count < 2:
         return None
     state = view.hosts.get(hosts[0])
     if state is None or state.topology is None:
         return None
-    return can_place_connected(state.topology, gpu_count(request))
+    return can_place_connected(state.topology, request.gpu_count)

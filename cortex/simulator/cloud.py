@@ -25,7 +25,6 @@ from typing import Any
 from cortex.knowledge.network import build_topology
 from cortex.knowledge.topology import HostTopology, topology_from_report
 from cortex.knowledge.view import HostState, InstanceSummary, Inventory, KnowledgeView, NodeState
-from cortex.rules.demand import vgpu_requests
 from cortex.rules.device_choice import predict_claim, vgpu_parent
 from cortex.simulator.boards import board_inventories, board_report
 from cortex.simulator.fleet import Fleet, HostSpec
@@ -158,7 +157,7 @@ class SimHost:
         if claim is None:
             return None
         allocation = Allocation(resources, gpus=claim.devices, cells=claim.cells)
-        vgpus = sum(r.count for r in vgpu_requests(request))
+        vgpus = sum(r.count for r in request.vgpu_devices)
         if vgpus:
             parents = list(self.vgpus)
             index = vgpu_parent([self.vgpu_slots - self.vgpus[a] for a in parents], vgpus)

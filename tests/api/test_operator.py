@@ -179,8 +179,8 @@ def test_simulate_option_override_changes_what_a_filter_removes(client):
 
 
 @pytest.mark.parametrize("query, body_extra, fragment", [
-    ("?pipeline=nope", None, "no nova pipeline 'nope'"),
-    ("?pipeline=cinder-external-scheduler", None, "no nova pipeline"),
+    ("?pipeline=nope", None, "unknown pipeline 'nope'"),
+    ("?pipeline=cinder-external-scheduler", None, "is for cinder, not nova"),
     ("?multiplier.nope=2", None, "has no step nope"),
     ("?multiplier.weigher_binpack=much", None, "must be a number"),
     ("?multiplier.weigher_binpack=NaN", None, "must be a number"),

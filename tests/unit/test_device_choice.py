@@ -2,14 +2,8 @@
 
 import pytest
 
-from cortex.rules.demand import pci_requests
-from cortex.rules.device_choice import (
-    device_pools,
-    nova_cell_order,
-    predict_claim,
-    take_devices,
-    vgpu_parent,
-)
+from cortex.rules.device_choice import nova_cell_order, predict_claim, vgpu_parent
+from cortex.rules.pci_fit import device_pools, take_devices
 from tests.gpu_fakes import A100, board_topology, gpu_request
 
 HGX = ("0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",   # node 0
@@ -22,20 +16,20 @@ def test_pools_are_per_numa_node_in_address_order_and_the_last_device_goes_first
     assert [(p.numa_node, p.addresses, count) for p, count in pools] == [
         (0, HGX[:4], 4), (1, HGX[4:], 4)]
     floating = gpu_request(gpus=3, pinned=False, numa_nodes=0)   # no NUMA: no affinity
-    assert take_devices(topology, pci_requests(floating)) == (HGX[3], HGX[2], HGX[1])
+    assert take_devices(topology, floating.pci_devices) == (HGX[3], HGX[2], HGX[1])
 
 
 def test_a_tracked_order_hands_out_the_last_freed_gpu_first():
     topology = board_topology("hgx-h100-8gpu")
     order = {a: i for i, a in enumerate(HGX)} | {HGX[0]: 99}     # 18 was freed last
     floating = gpu_request(gpus=1, pinned=False, numa_nodes=0)
-    assert take_devices(topology, pci_requests(floating), order=order) == (HGX[0],)
+    assert take_devices(topology, floating.pci_devices, order=order) == (HGX[0],)
 
 
 def test_a_pool_spills_into_the_next_when_the_guest_has_no_numa_topology():
     topology = board_topology("hgx-h100-8gpu", in_use=HGX[:3])
     floating = gpu_request(gpus=2, pinned=False, numa_nodes=0)
-    assert take_devices(topology, pci_requests(floating)) == (HGX[3], HGX[7])
+    assert take_devices(topology, floating.pci_devices) == (HGX[3], HGX[7])
 
 
 @pytest.mark.parametrize("policy, cells, expected", [
@@ -46,14 +40,14 @@ def test_a_pool_spills_into_the_next_when_the_guest_has_no_numa_topology():
 def test_numa_policy_narrows_the_pools_to_the_guests_cells(policy, cells, expected):
     topology = board_topology("hgx-h100-8gpu")
     request = gpu_request(gpus=2, policy=policy)
-    assert take_devices(topology, pci_requests(request), cells) == expected
+    assert take_devices(topology, request.pci_devices, cells) == expected
 
 
 def test_preferred_takes_local_devices_first_then_any():
     topology = board_topology("hgx-h100-8gpu", in_use=HGX[4:7])   # node 1: one free
     request = gpu_request(gpus=2, policy="preferred")
-    assert take_devices(topology, pci_requests(request), (1,)) == (HGX[7], HGX[3])
-    assert take_devices(topology, pci_requests(gpu_request(gpus=2)), (1,)) is None  # legacy
+    assert take_devices(topology, request.pci_devices, (1,)) == (HGX[7], HGX[3])
+    assert take_devices(topology, gpu_request(gpus=2).pci_devices, (1,)) is None  # legacy
 
 
 def test_nova_cell_order_spreads_then_puts_the_cells_with_more_free_devices_first():
@@ -91,7 +85,7 @@ def test_unhealthy_gpus_are_pooled_as_nova_does():
     sick = replace(topology, gpus=tuple(replace(g, healthy=g.pci_address != "0000:31:00.0")
                                         for g in topology.gpus))
     request = gpu_request(gpus=1, pinned=False, numa_nodes=0, products=(A100,))
-    assert take_devices(sick, pci_requests(request)) == ("0000:31:00.0",)
+    assert take_devices(sick, request.pci_devices) == ("0000:31:00.0",)
 
 
 @pytest.mark.parametrize("free, count, expected", [

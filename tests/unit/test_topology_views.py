@@ -3,7 +3,6 @@
 import pytest
 
 from cortex.api.ui import pair_links, topology_layout, topology_matrix
-from cortex.rules.demand import gpu_count
 from cortex.rules.gpu_sets import can_place_connected
 from cortex.scheduler.service import gpu_placement
 from tests.fake_topology import address, hgx, split_by_mig, topology_host
@@ -89,4 +88,4 @@ def test_the_gpu_count_is_what_nova_compute_claims():
     # filters and its claim count both, and so does every GPU rule of Cortex
     request = nova("gpu-2xh100-pinned", flavor={"extra_specs": {
         "resources:CUSTOM_PCI_10DE_2330": "1"}})
-    assert gpu_count(request) == 3
+    assert request.gpu_count == 3

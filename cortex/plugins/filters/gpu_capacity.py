@@ -20,8 +20,7 @@ from __future__ import annotations
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
 from cortex.plugins.topology_options import TopologyOptions, unknown_topology
-from cortex.rules.demand import device_refusal, vgpu_requests
-from cortex.rules.pci_fit import knows_vgpus
+from cortex.rules.pci_fit import device_refusal, knows_vgpus
 
 
 @register
@@ -40,7 +39,7 @@ class GpuCapacityFilter(Filter):
         topology = host.topology
         if topology is None:
             return unknown_topology(self.options)
-        if vgpu_requests(request) and not knows_vgpus(topology) and unknown_topology(
+        if request.vgpu_devices and not knows_vgpus(topology) and unknown_topology(
                 self.options):
             return "VGPU requested: no MIG or vGPU data from cortex-agent"
         return device_refusal(topology, request)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from cortex.plugins.filters.gpu_capacity import GpuCapacityFilter
 from cortex.plugins.registry import register
 from cortex.plugins.topology_options import unknown_topology
-from cortex.rules.demand import device_refusal
+from cortex.rules.pci_fit import device_refusal
 
 
 @register

@@ -19,7 +19,7 @@ from __future__ import annotations
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
 from cortex.plugins.topology_options import TopologyOptions, unknown_topology
-from cortex.rules.demand import allocation_ratios
+from cortex.rules.measures import allocation_ratios
 from cortex.rules.numa_fit import fit_cells
 
 

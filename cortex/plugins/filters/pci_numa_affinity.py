@@ -17,14 +17,14 @@ from __future__ import annotations
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
 from cortex.plugins.topology_options import TopologyOptions, unknown_topology
-from cortex.rules.demand import allocation_ratios, pci_requests
+from cortex.rules.measures import allocation_ratios
 from cortex.rules.numa_fit import fit_cells
 from cortex.rules.pci_fit import pci_refusal
 
 
 def affine_requests(request) -> tuple:
     """The PCI requests that have a NUMA affinity policy."""
-    return tuple(r for r in pci_requests(request) if r.numa_policy)
+    return tuple(r for r in request.pci_devices if r.numa_policy)
 
 
 @register

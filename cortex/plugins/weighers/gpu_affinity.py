@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.rules.demand import gpu_count
 from cortex.rules.gpu_locality import best_set_quality, claimed_set_quality
 from cortex.rules.gpu_sets import DEFAULT_PAIR_SCORES, SET_QUALITY, check_pair_scores
 
@@ -60,7 +59,7 @@ class GpuAffinityWeigher(Weigher):
 
     def applies(self, request) -> bool:
         """Only for requests of passthrough GPUs."""
-        return gpu_count(request) > 0
+        return request.gpu_count > 0
 
     def weigh(self, host, request, candidate) -> float:
         """The set's quality; k = 1: the GPU's locality to the guest's CPUs."""

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.rules.demand import gpu_count, vgpu_requests
 
 
 @dataclass(frozen=True)
@@ -123,7 +122,7 @@ class GpuEnergyWeigher(Weigher):
 
     def applies(self, request) -> bool:
         """Only for requests of GPUs (passthrough or vGPU)."""
-        return gpu_count(request) > 0 or bool(vgpu_requests(request))
+        return request.gpu_count > 0 or bool(request.vgpu_devices)
 
     def bind(self, request, view) -> GpuEnergyWeigher:
         """A weigher holding the view's per-model idle and busy draws."""

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.rules.demand import gpu_count, vgpu_requests
 from cortex.rules.fragmentation import FragmentationModel, parse_sizes
 from cortex.rules.gpu_sets import LEVELS
 
@@ -97,7 +96,7 @@ class GpuFragmentationWeigher(Weigher):
 
     def applies(self, request) -> bool:
         """Only for requests of passthrough GPUs or vGPUs (MIG included)."""
-        return gpu_count(request) > 0 or bool(vgpu_requests(request))
+        return request.gpu_count > 0 or bool(request.vgpu_devices)
 
     def weigh(self, host, request, candidate) -> float:
         """``-(F after - F before) / (GPUs asked * scale)``; 0 without a report or claim."""

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.rules.demand import gpu_count, vgpu_requests
 from cortex.rules.measures import bounded
 
 REQUEST_KINDS = ("vgpu", "gpu")
@@ -58,8 +57,8 @@ class GpuLoadWeigher(Weigher):
     def applies(self, request) -> bool:
         """Requests with vGPUs (``requests: gpu``: with any GPU)."""
         if self.options.requests == "gpu":
-            return bool(vgpu_requests(request)) or gpu_count(request) > 0
-        return bool(vgpu_requests(request))
+            return bool(request.vgpu_devices) or request.gpu_count > 0
+        return bool(request.vgpu_devices)
 
     def weigh(self, host, request, candidate) -> float:
         """``-sum(weight * load) / sum(weight)`` over the features the host has."""

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.rules.demand import gpu_count
 from cortex.rules.gpu_locality import room_near_claim
 
 
@@ -50,7 +49,7 @@ class NumaLocalityWeigher(Weigher):
 
     def applies(self, request) -> bool:
         """Only for requests of passthrough GPUs."""
-        return gpu_count(request) > 0
+        return request.gpu_count > 0
 
     def weigh(self, host, request, candidate) -> float:
         """Mean of the CPU and memory shares the GPUs' nodes can hold; 0 without a report."""
