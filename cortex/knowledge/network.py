@@ -29,10 +29,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import jsonschema
-import yaml
-
-from cortex.documents import load_yaml
+from cortex.documents import check_document, load_document
 
 SOURCE_AGGREGATE = "aggregate"
 SOURCE_FILE = "file"
@@ -139,11 +136,7 @@ def parse_topology(document: Any, where: str = "topology") -> dict[str, Any]:
     NetworkTopologyError when the schema fails, a host is in two leaves, a leaf names an
     unknown adjacent leaf or spine.
     """
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(FILE_SCHEMA).iter_errors(document))
-    if error is not None:
-        path = "/".join(str(p) for p in error.absolute_path) or "(top)"
-        raise NetworkTopologyError(f"{where}: {path}: {error.message}")
+    check_document(document, FILE_SCHEMA, where, NetworkTopologyError)
     spines = dict(document.get("spines") or {})
     leaves = document["leaves"]
     seen: dict[str, str] = {}
@@ -163,11 +156,7 @@ def parse_topology(document: Any, where: str = "topology") -> dict[str, Any]:
 
 def read_topology_file(path: str | Path) -> dict[str, Any]:
     """:func:`parse_topology` of a YAML (or JSON) file; NetworkTopologyError when unusable."""
-    try:
-        document = load_yaml(path)
-    except (OSError, yaml.YAMLError) as exc:
-        raise NetworkTopologyError(f"{path}: {exc}") from None
-    return parse_topology(document, str(path))
+    return parse_topology(load_document(path, FILE_SCHEMA, NetworkTopologyError), str(path))
 
 
 def _float(value: Any) -> float | None:

@@ -30,10 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import yaml
-
-from cortex.documents import load_yaml
+from cortex.documents import check_document, load_document
 from cortex.plugins.base import OptionsError, Plugin, build_options
 from cortex.plugins.registry import PluginError, load_all, lookup
 
@@ -129,20 +126,13 @@ class PipelineSet:
 
 def load_pipelines(path: str | Path) -> PipelineSet:
     """Read, validate and instantiate ``path``; raise PipelineConfigError on any problem."""
-    try:
-        raw = load_yaml(path)
-    except (OSError, yaml.YAMLError) as exc:
-        raise PipelineConfigError(f"{path}: {exc}") from None
-    return build_pipelines(raw, source=str(path))
+    return build_pipelines(load_document(path, PIPELINES_SCHEMA, PipelineConfigError),
+                           source=str(path))
 
 
 def build_pipelines(raw: Any, source: str = "pipelines") -> PipelineSet:
     """Validate the parsed document ``raw`` and build the PipelineSet."""
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(PIPELINES_SCHEMA).iter_errors(raw))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(top)"
-        raise PipelineConfigError(f"{source}: {where}: {error.message}")
+    check_document(raw, PIPELINES_SCHEMA, source, PipelineConfigError)
     load_all()
     pipelines = {name: _pipeline(name, spec, source) for name, spec in raw["pipelines"].items()}
     rules = tuple(Rule(r["pipeline"], r["service"], r["match"]) for r in raw.get("rules", ()))

@@ -19,10 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import yaml
-
-from cortex.documents import load_yaml
+from cortex.documents import load_document
 from cortex.knowledge.network import NetworkTopologyError, read_topology_file
 from cortex.simulator.boards import NVLINK_KINDS
 
@@ -121,36 +118,17 @@ class Fleet:
                    for h in self.hosts)
 
 
-def _validate(data: Any, schema: Mapping[str, Any], where: str) -> None:
-    """Raise SimulationError with the best jsonschema error."""
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(schema).iter_errors(data))
-    if error is not None:
-        path = "/".join(str(p) for p in error.absolute_path) or "(top)"
-        raise SimulationError(f"{where}: {path}: {error.message}")
-
-
-def _load_yaml(path: Path) -> Any:
-    """Parse a YAML (or JSON) file; SimulationError when unreadable."""
-    try:
-        return load_yaml(path)
-    except (OSError, yaml.YAMLError) as exc:
-        raise SimulationError(f"{path}: {exc}") from None
-
-
 def read_fleet(path: str | Path, sample_nodes: int = 1,
                models: str | Path | None = None, sample_offset: int = 0) -> Fleet:
     """The fleet of a fleet file or of Alibaba's node CSV (every ``sample_nodes``-th node)."""
     path = Path(path)
     if path.suffix == ".csv":
         return alibaba_fleet(path, sample_nodes, models, sample_offset)
-    data = _load_yaml(path)
-    _validate(data, FLEET_SCHEMA, str(path))
+    data = load_document(path, FLEET_SCHEMA, SimulationError)
     boards = data["boards"]
     if isinstance(boards, str):
-        document = _load_yaml(path.parent / boards)
-        _validate(document, BOARDS_FILE_SCHEMA, str(path.parent / boards))
-        boards = document["boards"]
+        boards = load_document(path.parent / boards, BOARDS_FILE_SCHEMA,
+                               SimulationError)["boards"]
     hosts = []
     for group in data["hosts"]:
         board = boards.get(group["board"])
@@ -176,9 +154,7 @@ def alibaba_models(path: str | Path | None = None) -> dict[str, Any]:
         from cortex.conf import shipped_file
 
         path = shipped_file("simulator/alibaba-models.yaml")
-    data = _load_yaml(Path(path))
-    _validate(data, MODELS_SCHEMA, str(path))
-    return data
+    return load_document(path, MODELS_SCHEMA, SimulationError)
 
 
 def alibaba_board(cpus: int, memory_mb: int, gpus: int, model: Mapping[str, Any],

@@ -27,12 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cortex.documents import load_document
 from cortex.simulator.fleet import (
     Fleet,
     SimulationError,
     _csv_rows,
-    _load_yaml,
-    _validate,
     alibaba_models,
 )
 
@@ -90,8 +89,7 @@ def read_trace(path: str | Path, mode: str = "timeline",
     if path.suffix == ".csv":
         requests = alibaba_trace(path, mode, models)
     else:
-        data = _load_yaml(path)
-        _validate(data, TRACE_SCHEMA, str(path))
+        data = load_document(path, TRACE_SCHEMA, SimulationError)
         requests = [_request(raw, mode) for raw in data["requests"]]
     ids = [r.id for r in requests]
     if len(set(ids)) != len(ids):

@@ -47,13 +47,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import yaml
 from sqlalchemy import Connection, delete, insert
 
 from cortex.cpuset import format_cpuset, parse_cpuset
 from cortex.db import models
-from cortex.documents import load_yaml
+from cortex.documents import load_document
 from cortex.store.reports import TopologyError, store_report
 from cortex.store.version import bump_version
 
@@ -152,15 +150,7 @@ class FleetError(ValueError):
 
 def read_fleet(path: str | Path) -> dict[str, Any]:
     """Parse and validate a fleet file (YAML is a superset of JSON); raise FleetError."""
-    try:
-        data = load_yaml(path) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise FleetError(f"{path}: {exc}") from None
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(FLEET_SCHEMA).iter_errors(data))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(top)"
-        raise FleetError(f"{path}: {where}: {error.message}")
+    data = load_document(path, FLEET_SCHEMA, FleetError, empty={})
     for host in data.get("hosts", ()):
         topology = host.get("topology")
         if topology and isinstance(topology["report"], str):

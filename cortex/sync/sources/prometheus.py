@@ -38,14 +38,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import requests
-import yaml
 from sqlalchemy import delete, func, select
 
 from cortex.conf import Config, ConfigError, shipped_file
 from cortex.db import models
-from cortex.documents import load_yaml
+from cortex.documents import load_document
 from cortex.store import network as network_rows
 from cortex.sync import derive
 from cortex.sync.openstack import SourceError
@@ -100,15 +98,7 @@ class Query:
 
 def load_queries(path: str | Path) -> list[Query]:
     """Read and validate a queries file; ConfigError naming the file and the bad field."""
-    try:
-        data = load_yaml(path) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(QUERIES_SCHEMA).iter_errors(data))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(top)"
-        raise ConfigError(f"{path}: {where}: {error.message}")
+    data = load_document(path, QUERIES_SCHEMA, ConfigError, empty={})
     host_labels = tuple(data.get("host_labels", DEFAULT_HOST_LABELS))
     queries = []
     for entry in data["queries"]:
