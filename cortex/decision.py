@@ -47,9 +47,9 @@ def final_weights(caller_weights: Sequence[float], weighers: Iterable[StepResult
     """
     sums = [math.tanh(w) for w in caller_weights]
     for step in weighers:
-        multiplier, tanh = step.multiplier, math.tanh
+        multiplier, tanh = step.factor, math.tanh
         sums = [total + multiplier * tanh(value)
-                for total, value in zip(sums, step.values, strict=True)]
+                for total, value in zip(sums, step.values or (), strict=True)]
     return sums
 
 
@@ -83,6 +83,11 @@ class StepResult:
         return self.kind == "weigher" and self.status == "ran" and self.values is not None
 
     @property
+    def factor(self) -> float:
+        """The multiplier a weigher's values count with (1 when none was recorded)."""
+        return 1.0 if self.multiplier is None else self.multiplier
+
+    @property
     def raw(self) -> dict[str, float]:
         """``{host: raw weight}`` of a weigher that ran; ``{}`` otherwise."""
         if not self.values:
@@ -94,7 +99,7 @@ class StepResult:
         """``{host: multiplier * tanh(raw)}``: this step's term of each final weight."""
         if not self.values:
             return {}
-        multiplier, tanh = self.multiplier, math.tanh
+        multiplier, tanh = self.factor, math.tanh
         return {host: multiplier * tanh(value)
                 for host, value in zip(self.weighed or (), self.values, strict=True)}
 

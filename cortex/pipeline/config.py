@@ -28,10 +28,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from cortex.documents import check_document, load_document
-from cortex.plugins.base import OptionsError, Plugin, build_options
+from cortex.plugins.base import Filter, OptionsError, Plugin, Weigher, build_options
 from cortex.plugins.registry import PluginError, load_all, lookup
 
 SERVICES = ("nova", "cinder", "manila")
@@ -73,9 +73,12 @@ class PipelineConfigError(ValueError):
     """pipelines.yaml cannot be used; the message names the pipeline, step and problem."""
 
 
+PluginT = TypeVar("PluginT", bound=Plugin)
+
+
 @dataclass(frozen=True)
-class Step:
-    """One configured filter or weigher of a pipeline.
+class Step(Generic[PluginT]):
+    """One configured filter or weigher of a pipeline: its ``plugin`` instance.
 
     ``on_error``: ``fail`` answers 503 so the caller keeps its own order (filters'
     default), ``skip`` records the error and goes on (weighers' default).
@@ -87,7 +90,7 @@ class Step:
 
     kind: str
     name: str
-    plugin: Plugin
+    plugin: PluginT
     multiplier: float = 1.0
     on_error: str = "fail"
     shadow: bool = False
@@ -101,8 +104,8 @@ class Pipeline:
     name: str
     service: str
     description: str
-    filters: tuple[Step, ...]
-    weighers: tuple[Step, ...]
+    filters: tuple[Step[Filter], ...]
+    weighers: tuple[Step[Weigher], ...]
     unknown_hosts: str | None = None
 
 
@@ -162,7 +165,7 @@ def _pipeline(name: str, spec: Mapping[str, Any], source: str) -> Pipeline:
                     steps["weigher"], spec.get("unknown_hosts"))
 
 
-def _step(kind: str, spec: Mapping[str, Any], service: str, where: str) -> Step:
+def _step(kind: str, spec: Mapping[str, Any], service: str, where: str) -> Step[Any]:
     """Look up the plugin, check it serves ``service``, build its options."""
     try:
         cls = lookup(kind, spec["name"])

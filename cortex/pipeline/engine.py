@@ -19,8 +19,12 @@ from typing import Any
 from cortex.decision import StepResult, final_weights
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.config import Pipeline, Step
+from cortex.plugins.base import Filter, Weigher
+from cortex.request import Candidate, SchedulingRequest
 
 LOG = logging.getLogger(__name__)
+#: A candidate the filters have not removed, with the state it is judged on.
+Judged = tuple[Candidate, Any]
 
 
 class StepFailed(RuntimeError):
@@ -60,7 +64,7 @@ class PipelineResult:
     weighed: list[str] = field(default_factory=list)
 
 
-def run_pipeline(pipeline: Pipeline, request: Any, view: KnowledgeView,
+def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: KnowledgeView,
                  unknown_policy: str = "keep", deadline: float | None = None) -> PipelineResult:
     """Filter and weigh ``request.candidates`` against ``view``.
 
@@ -73,14 +77,14 @@ def run_pipeline(pipeline: Pipeline, request: Any, view: KnowledgeView,
     alive = [(c, states[c.host]) for c in request.candidates if c.host in states]
     unknown = [c for c in request.candidates if c.host not in states]
     steps = []
-    for step in pipeline.filters:
-        _check_budget(step, deadline, started)
-        record, alive = _run_filter(step, request, alive, view)
+    for filter_step in pipeline.filters:
+        _check_budget(filter_step, deadline, started)
+        record, alive = _run_filter(filter_step, request, alive, view)
         steps.append(record)
     judged = [c.host for c, _ in alive]
-    for step in pipeline.weighers:
-        _check_budget(step, deadline, started)
-        steps.append(_run_weigher(step, request, alive, judged, view))
+    for weigher_step in pipeline.weighers:
+        _check_budget(weigher_step, deadline, started)
+        steps.append(_run_weigher(weigher_step, request, alive, judged, view))
     sums = final_weights([c.weight for c, _ in alive], (s for s in steps if s.weighs))
     final = dict(zip(judged, sums, strict=True))
     alive.sort(key=lambda cs: (-final[cs[0].host], -cs[0].weight, order[cs[0].host]))
@@ -91,20 +95,20 @@ def run_pipeline(pipeline: Pipeline, request: Any, view: KnowledgeView,
                           judged)
 
 
-def _check_budget(step: Step, deadline: float | None, started: float) -> None:
+def _check_budget(step: Step[Any], deadline: float | None, started: float) -> None:
     """Raise BudgetExceeded when the request's deadline has passed."""
     now = time.perf_counter()
     if deadline is not None and now > deadline:
         raise BudgetExceeded(step.name, (now - started) * 1000)
 
 
-def _check_duration(step: Step, duration_ms: float) -> None:
+def _check_duration(step: Step[Any], duration_ms: float) -> None:
     """Raise StepTooSlow when ``step`` ran past its ``max_duration_ms``."""
     if step.max_duration_ms is not None and duration_ms > step.max_duration_ms:
         raise StepTooSlow(f"ran {duration_ms:.1f} ms, limit {step.max_duration_ms:g} ms")
 
 
-def skip_reason(step: Step, request: Any) -> str | None:
+def skip_reason(step: Step[Any], request: SchedulingRequest) -> str | None:
     """Why ``step`` does not run for ``request`` (None: it runs).
 
     Nova's ``RUN_ON_REBUILD``: most filters do not re-check a rebuild's own host; a
@@ -118,7 +122,8 @@ def skip_reason(step: Step, request: Any) -> str | None:
     return None
 
 
-def refusal(pipeline: Pipeline, request: Any, view: KnowledgeView, host: str) -> str | None:
+def refusal(pipeline: Pipeline, request: SchedulingRequest, view: KnowledgeView,
+            host: str) -> str | None:
     """The first non-shadow filter of ``pipeline`` that removes ``host`` in ``view``, and why.
 
     ``"<step>: <reason>"``, or None when every filter passes it. A filter that raises
@@ -139,8 +144,8 @@ def refusal(pipeline: Pipeline, request: Any, view: KnowledgeView, host: str) ->
     return None
 
 
-def _run_filter(step: Step, request: Any, alive: list,
-                view: KnowledgeView) -> tuple[StepResult, list]:
+def _run_filter(step: Step[Filter], request: SchedulingRequest, alive: list[Judged],
+                view: KnowledgeView) -> tuple[StepResult, list[Judged]]:
     """Apply one filter; return its result and the hosts still alive."""
     skipped = skip_reason(step, request)
     if skipped:
@@ -166,7 +171,8 @@ def _run_filter(step: Step, request: Any, alive: list,
     return result, [(c, s) for c, s in alive if c.host not in removed]
 
 
-def _run_weigher(step: Step, request: Any, alive: list, judged: list[str],
+def _run_weigher(step: Step[Weigher], request: SchedulingRequest, alive: list[Judged],
+                 judged: list[str],
                  view: KnowledgeView) -> StepResult:
     """Apply one weigher: its raw weight per host of ``alive``, in the order of ``judged``.
 

@@ -52,7 +52,7 @@ def explain(decision: Decision) -> dict[str, Any]:
         "removed": _removals(decision.steps, shadow=False),
         "would_remove": _removals(decision.steps, shadow=True),
         "steps": [_step_line(s) for s in decision.steps],
-        "weighers": [{"step": s.name, "multiplier": _multiplier(s)} for s in weighers],
+        "weighers": [{"step": s.name, "multiplier": s.factor} for s in weighers],
         "ranking": ranking,
         "winner": winner["host"] if winner else None,
         "runner_up": runner_up["host"] if runner_up else None,
@@ -78,11 +78,6 @@ def _identity(decision: Decision) -> dict[str, Any]:
             "duration_ms": decision.duration_ms}
 
 
-def _multiplier(step: StepResult) -> float:
-    """A weigher step's multiplier (1 when the record has none)."""
-    return 1.0 if step.multiplier is None else step.multiplier
-
-
 def _removals(steps: Sequence[StepResult], shadow: bool) -> list[dict[str, str]]:
     """``[{host, step, reason}]`` of the filters (shadow ones or the others), in step order."""
     return [{"host": host, "step": step.name, "reason": reason}
@@ -98,7 +93,7 @@ def _step_line(step: StepResult) -> dict[str, Any]:
         line["removed"] = len(step.removed)
         line["shadow"] = step.shadow
     else:
-        line["multiplier"] = _multiplier(step)
+        line["multiplier"] = step.factor
     if step.reason:
         line["reason"] = step.reason
     return line
@@ -109,7 +104,7 @@ def _ranking(decision: Decision, weighers: Sequence[StepResult],
     """The judged hosts in answered order with every term of their final weight."""
     finals, weights = decision.final_weights, decision.weights
     raw = {s.name: s.raw for s in weighers}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for host in decision.result or ():
         if host not in finals:
             continue  # an unknown host kept after the judged ones
@@ -137,13 +132,14 @@ def _margin(winner: Mapping[str, Any], runner_up: Mapping[str, Any]) -> dict[str
     caller's order (``decided_by.term`` is then ``tie-break``).
     """
     ahead, behind = _terms(winner), _terms(runner_up)
-    differences = [{"term": t, "winner": ahead[t], "runner_up": behind[t],
-                    "difference": ahead[t] - behind[t]} for t in ahead]
+    differences: list[dict[str, Any]] = [
+        {"term": t, "winner": ahead[t], "runner_up": behind[t], "difference": ahead[t] - behind[t]}
+        for t in ahead]
     margin = winner["final"] - runner_up["final"]
     if abs(margin) < _EPSILON:
         a, b = winner["caller"]["weight"] or 0.0, runner_up["caller"]["weight"] or 0.0
         how = "higher caller weight" if a > b else "earlier in the caller's order"
-        decided = {"term": "tie-break", "difference": 0.0, "how": how}
+        decided: dict[str, Any] = {"term": "tie-break", "difference": 0.0, "how": how}
     else:
         best = max(differences, key=lambda d: d["difference"])
         decided = {"term": best["term"], "difference": best["difference"],

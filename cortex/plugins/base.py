@@ -3,8 +3,16 @@
 Nova's scheduler contract (``nova/scheduler/filters``, ``nova/scheduler/weights``),
 with one change taken from the Kubernetes scheduler framework: a filter returns the
 reason a host fails instead of a bare boolean, so every removal is explained.
-Plugins see the request and the host's state from the knowledge view; they never
+Plugins see the typed request (:mod:`cortex.request`) and the host's state from the
+knowledge view (:class:`~cortex.knowledge.view.HostState` for Nova,
+:class:`~cortex.knowledge.view.StoragePoolState` for Cinder and Manila); they never
 touch the database.
+
+The contract the engine relies on is :class:`FilterContract` and
+:class:`WeigherContract` (typing Protocols over the request and state types);
+:class:`Filter` and :class:`Weigher` implement it for in-tree and entry-point plugins,
+parametrised by the request and state they judge, e.g. ``Filter[NovaRequest,
+HostState]``, so a type checker holds every plugin to it.
 """
 
 from __future__ import annotations
@@ -13,7 +21,57 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from cortex.knowledge.view import HostState, KnowledgeView, StoragePoolState
+from cortex.request import Candidate, SchedulingRequest
+
+#: The request a plugin judges, and the state of a host (or pool) it judges it on.
+RequestT = TypeVar("RequestT", bound=SchedulingRequest)
+StateT = TypeVar("StateT", bound=HostState | StoragePoolState)
+_R = TypeVar("_R", bound=SchedulingRequest, contravariant=True)
+_S = TypeVar("_S", bound=HostState | StoragePoolState, contravariant=True)
+
+
+class FilterContract(Protocol[_R, _S]):
+    """What the engine asks of a filter step (see :class:`Filter`)."""
+
+    name: str
+    run_on_rebuild: bool
+    detail: str | None
+
+    def applies(self, request: _R) -> bool:
+        """False to skip the step for ``request``."""
+
+    def bind(self, request: _R, view: KnowledgeView) -> FilterContract[_R, _S]:
+        """The filter that judges ``request``'s hosts."""
+
+    def check(self, host: _S, request: _R, candidate: Candidate) -> str | None:
+        """None when ``host`` passes, else the reason."""
+
+    def check_all(self, hosts: Sequence[tuple[Candidate, _S]], request: _R,
+                  view: KnowledgeView | None) -> dict[str, str]:
+        """``{host name: reason}`` of the hosts that fail."""
+
+
+class WeigherContract(Protocol[_R, _S]):
+    """What the engine asks of a weigher step (see :class:`Weigher`)."""
+
+    name: str
+    detail: str | None
+
+    def applies(self, request: _R) -> bool:
+        """False to skip the step for ``request``."""
+
+    def bind(self, request: _R, view: KnowledgeView) -> WeigherContract[_R, _S]:
+        """The weigher that weighs ``request``'s hosts."""
+
+    def weigh(self, host: _S, request: _R, candidate: Candidate) -> float:
+        """The raw weight of ``host``."""
+
+    def weigh_all(self, hosts: Sequence[tuple[Candidate, _S]], request: _R,
+                  view: KnowledgeView | None) -> list[float]:
+        """The raw weights of the hosts, in their order."""
 
 
 class OptionsError(ValueError):
@@ -25,7 +83,7 @@ class NoOptions:
     """Options of a plugin that takes none."""
 
 
-class Plugin:
+class Plugin(Generic[RequestT, StateT]):
     """Common part of filters and weighers.
 
     A registered ``name``, the ``services`` it serves and an ``Options`` dataclass
@@ -46,11 +104,11 @@ class Plugin:
     def __init__(self, options: Any = None) -> None:
         self.options = options if options is not None else self.Options()
 
-    def applies(self, request: Any) -> bool:
+    def applies(self, request: RequestT) -> bool:
         """False to skip this step for ``request`` (recorded as skipped); default True."""
         return True
 
-    def bind(self, request: Any, view: Any) -> Plugin:
+    def bind(self, request: RequestT, view: KnowledgeView) -> typing.Self:
         """The plugin that judges ``request``'s hosts; default ``self``.
 
         A plugin whose rule needs more than the judged host (the live-migration
@@ -60,7 +118,7 @@ class Plugin:
         """
         return self
 
-    def host_answers(self, view: Any, service: str) -> dict[str, Any]:
+    def host_answers(self, view: KnowledgeView, service: str) -> dict[str, Any]:
         """This plugin's answers so far per host (or pool) of ``service`` in ``view``.
 
         For ``host_only`` plugins: keyed by the plugin's name and options, filled lazily
@@ -72,7 +130,7 @@ class Plugin:
         return view.per_host(("host-answers", self.name, repr(self.options), service))
 
 
-class Filter(Plugin):
+class Filter(Plugin[RequestT, StateT]):
     """Removes hosts: implement ``check``.
 
     ``run_on_rebuild`` follows Nova's ``RUN_ON_REBUILD``: most filters do not run
@@ -81,7 +139,7 @@ class Filter(Plugin):
 
     run_on_rebuild: ClassVar[bool] = False
 
-    def check(self, host: Any, request: Any, candidate: Any) -> str | None:
+    def check(self, host: StateT, request: RequestT, candidate: Candidate) -> str | None:
         """None when ``host`` passes, else a short reason (one line, no trailing dot).
 
         ``host`` is the HostState (Nova) or StoragePoolState (Cinder, Manila) from the
@@ -89,8 +147,8 @@ class Filter(Plugin):
         """
         raise NotImplementedError
 
-    def check_all(self, hosts: Sequence[tuple[Any, Any]], request: Any,
-                  view: Any) -> dict[str, str]:
+    def check_all(self, hosts: Sequence[tuple[Candidate, StateT]], request: RequestT,
+                  view: KnowledgeView | None) -> dict[str, str]:
         """``{host name: reason}`` of the ``(candidate, host state)`` pairs that fail.
 
         Exactly what ``check`` says of each pair (a host named twice fails when one of
@@ -98,7 +156,7 @@ class Filter(Plugin):
         ``check`` pair by pair, remembering a ``host_only`` plugin's answers in the
         KnowledgeView ``view``; a plugin may override it to judge all hosts at once.
         """
-        def check(candidate, state):
+        def check(candidate: Candidate, state: StateT) -> str | None:
             return self.check(state, request, candidate)
 
         if self.host_only and view is not None:
@@ -110,25 +168,25 @@ class Filter(Plugin):
                 if reason is not None}
 
 
-class Weigher(Plugin):
+class Weigher(Plugin[RequestT, StateT]):
     """Orders hosts: implement ``weigh``.
 
     Higher raw values are better; a negative multiplier in the pipeline inverts the preference.
     """
 
-    def weigh(self, host: Any, request: Any, candidate: Any) -> float:
+    def weigh(self, host: StateT, request: RequestT, candidate: Candidate) -> float:
         """The raw weight of ``host`` for ``request`` (any float; tanh-squashed later)."""
         raise NotImplementedError
 
-    def weigh_all(self, hosts: Sequence[tuple[Any, Any]], request: Any,
-                  view: Any) -> list[float]:
+    def weigh_all(self, hosts: Sequence[tuple[Candidate, StateT]], request: RequestT,
+                  view: KnowledgeView | None) -> list[float]:
         """The raw weights of the ``(candidate, host state)`` pairs, in their order.
 
         Exactly ``float(weigh(...))`` of each pair. The default asks ``weigh`` pair by
         pair, remembering a ``host_only`` plugin's weights in the KnowledgeView
         ``view``; a plugin may override it to weigh all hosts at once.
         """
-        def weigh(candidate, state):
+        def weigh(candidate: Candidate, state: StateT) -> float:
             return float(self.weigh(state, request, candidate))
 
         if self.host_only and view is not None:

@@ -1,11 +1,15 @@
-"""Options shared by filter_network_domain and weigher_network_domain (one meaning, one place)."""
+"""What filter_network_domain and weigher_network_domain share: options and the group plan."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Self
 
+from cortex.knowledge.view import HostState, KnowledgeView
+from cortex.plugins.base import Plugin
+from cortex.request import NovaRequest
 from cortex.request.groups import STRATEGIES
-from cortex.rules.network_domains import SCORE_WEIGHTS
+from cortex.rules.network_domains import SCORE_WEIGHTS, GroupPlan, plan_group
 
 
 @dataclass(frozen=True)
@@ -35,3 +39,27 @@ class NetworkDomainOptions:
         if unknown:
             raise ValueError(f"unknown score weight(s) {', '.join(sorted(unknown))} "
                              f"(known: {', '.join(SCORE_WEIGHTS)})")
+
+
+class PlansGroups(Plugin[NovaRequest, HostState]):
+    """Mixin of filter_network_domain and weigher_network_domain: the request's GroupPlan.
+
+    ``bind`` plans the group once per request (:func:`plan_group`) and hands a copy of
+    the plugin holding it; ``detail`` is the plan's one-line summary for the decision.
+    """
+
+    options: NetworkDomainOptions
+
+    def __init__(self, options: NetworkDomainOptions | None = None,
+                 plan: GroupPlan | None = None) -> None:
+        super().__init__(options)
+        self.plan = plan
+        self.detail = plan.detail if plan else None
+
+    def applies(self, request: NovaRequest) -> bool:
+        """Only for Nova requests that are part of a group or carry network hints."""
+        return request.service == "nova" and request.network.asks_anything
+
+    def bind(self, request: NovaRequest, view: KnowledgeView) -> Self:
+        """A copy of this plugin holding the request's GroupPlan (None: no topology known)."""
+        return type(self)(self.options, plan_group(request, view, self.options))

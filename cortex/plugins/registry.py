@@ -10,8 +10,11 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from importlib.metadata import entry_points
+from typing import Any, TypeVar
 
 from cortex.plugins.base import Filter, Plugin, Weigher
+
+P = TypeVar("P", bound=type[Plugin])
 
 FILTERS: dict[str, type[Filter]] = {}
 WEIGHERS: dict[str, type[Weigher]] = {}
@@ -22,16 +25,25 @@ class PluginError(LookupError):
     """An unknown plugin name, or a class that is not a Filter/Weigher."""
 
 
-def register(cls: type[Plugin]) -> type[Plugin]:
+def register(cls: P) -> P:
     """Class decorator: add ``cls`` under ``cls.name`` to FILTERS or WEIGHERS."""
-    table = FILTERS if issubclass(cls, Filter) else WEIGHERS if issubclass(cls, Weigher) else None
-    if table is None or not cls.name:
+    if not cls.name:
         raise PluginError(f"{cls!r} must be a Filter or Weigher with a name")
+    if issubclass(cls, Filter):
+        _add(FILTERS, cls)
+    elif issubclass(cls, Weigher):
+        _add(WEIGHERS, cls)
+    else:
+        raise PluginError(f"{cls!r} must be a Filter or Weigher with a name")
+    return cls
+
+
+def _add(table: dict[str, Any], cls: type[Plugin]) -> None:
+    """Put ``cls`` in ``table`` under its name; PluginError for a name taken by another."""
     existing = table.get(cls.name)
     if existing is not None and existing is not cls:
         raise PluginError(f"plugin name {cls.name!r} registered twice")
     table[cls.name] = cls
-    return cls
 
 
 def load_in_tree() -> None:

@@ -5,6 +5,8 @@ from cortex.request.cinder import CinderRequest
 from cortex.request.manila import ManilaRequest
 from cortex.request.nova import NovaRequest
 
+#: A Cinder or Manila request: what the storage plugins judge.
+StorageRequest = CinderRequest | ManilaRequest
 #: A scheduling request of any service: what the pipelines, plugins and rules judge.
 SchedulingRequest = NovaRequest | CinderRequest | ManilaRequest
 
@@ -15,4 +17,4 @@ PARSERS = {
 }
 
 __all__ = ["PARSERS", "BadRequest", "Candidate", "CinderRequest", "ManilaRequest",
-           "NovaRequest", "SchedulingRequest", "unwrap"]
+           "NovaRequest", "SchedulingRequest", "StorageRequest", "unwrap"]

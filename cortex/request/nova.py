@@ -303,7 +303,7 @@ def intent_claims(spec: Mapping[str, Any], body: Mapping[str, Any]
     return claimed, None
 
 
-def _numa_cells(topology: Mapping[str, Any] | None) -> tuple[NumaCellRequest, ...]:
+def _numa_cells(topology: Mapping[str, Any]) -> tuple[NumaCellRequest, ...]:
     """Guest NUMA cells of InstanceNUMATopology (empty without a NUMA topology)."""
     cells = [unwrap(c) for c in topology.get("cells") or ()]
     return tuple(
@@ -326,7 +326,7 @@ def _derived_numa(flavor: Flavor, image_props: Mapping[str, Any]
     return tuple(NumaCellRequest(**cell) for cell in cells), emulator
 
 
-def _pci_requests(value: Mapping[str, Any] | None) -> tuple[PciRequest, ...]:
+def _pci_requests(value: Mapping[str, Any]) -> tuple[PciRequest, ...]:
     """InstancePCIRequests.requests as PciRequest tuples."""
     requests = [unwrap(r) for r in value.get("requests") or ()]
     return tuple(

@@ -268,24 +268,3 @@ def plan_group(request: Any, view: Any, options: Any) -> GroupPlan | None:
     return GroupPlan(strategy, hard, best.leaves, rule, by_leaf, eligible, detail=(
         f"{group}, {strategy}: leaves {'+'.join(sorted(best.leaves))} ({size} leaves{note}; "
         f"room {best.slots}, score {best.total:.2f}: {terms})"), network=network)
-
-
-class PlansGroups:
-    """Mixin of filter_network_domain and weigher_network_domain: the request's GroupPlan.
-
-    ``bind`` plans the group once per request (:func:`plan_group`) and hands a copy of
-    the plugin holding it; ``detail`` is the plan's one-line summary for the decision.
-    """
-
-    def __init__(self, options=None, plan: GroupPlan | None = None) -> None:
-        super().__init__(options)
-        self.plan = plan
-        self.detail = plan.detail if plan else None
-
-    def applies(self, request) -> bool:
-        """Only for Nova requests that are part of a group or carry network hints."""
-        return request.service == "nova" and request.network.asks_anything
-
-    def bind(self, request, view):
-        """A copy of this plugin holding the request's GroupPlan (None: no topology known)."""
-        return type(self)(self.options, plan_group(request, view, self.options))

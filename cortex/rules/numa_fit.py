@@ -101,7 +101,7 @@ def _pagesize_refusal(cell: NumaCell, pagesize: int, memory_kb: int) -> str | No
         candidates, label = [pagesize], f"{pagesize} KiB pages"
     for size in candidates:
         pages = cell.pages(size)
-        if memory_kb <= pages.free * size and memory_kb % size == 0:
+        if pages is not None and memory_kb <= pages.free * size and memory_kb % size == 0:
             return None
     return f"{memory_kb // 1024} MiB do not fit the free {label}"
 

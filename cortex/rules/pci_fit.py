@@ -90,8 +90,8 @@ def pci_refusal(topology: HostTopology, requests: Iterable[Any],
     Nova's PciPassthroughFilter). ``healthy_only`` leaves GPUs reported unhealthy out.
     Works on the topology's device pools, taking devices from them request by request.
     """
-    available = [[pool, len(pool.addresses)] for pool in topology.device_pools
-                 if pool.healthy or not healthy_only]
+    available: list[list[Any]] = [[pool, len(pool.addresses)] for pool in topology.device_pools
+                                  if pool.healthy or not healthy_only]
     for request in requests:
         wants_pf = any(s.get("dev_type") == "type-PF" for s in request.specs)
         entries = [e for e in available if e[1] and (wants_pf or e[0].dev_type != "type-PF")

@@ -38,7 +38,7 @@ from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
 from cortex.pipeline.config import Pipeline, PipelineSet
 from cortex.pipeline.engine import PipelineResult, StepFailed, run_pipeline
-from cortex.request import SchedulingRequest
+from cortex.request import NovaRequest, SchedulingRequest
 from cortex.rules.gpu_sets import can_place_connected
 from cortex.scheduler.metrics import SchedulerMetrics
 from cortex.scheduler.promise import STEP as PROMISE_STEP
@@ -204,7 +204,7 @@ class SchedulerService:
         started = time.perf_counter() if started is None else started
         decision = _called(request, call_id, options)
         live = not options.simulated
-        if live and getattr(request, "disbelieved_intent", None):
+        if live and isinstance(request, NovaRequest) and request.disbelieved_intent:
             self._disbelieved(request)
         try:
             pipeline = self._choose(request, options)
@@ -277,7 +277,7 @@ class SchedulerService:
         the feed does not listen) may take :data:`READ_SHARE` of the call's budget at
         most, so that a database that hangs leaves the pipeline and the promise their time.
         """
-        if request.service != "nova" or self.reservations is None \
+        if not isinstance(request, NovaRequest) or self.reservations is None \
                 or not self.settings.reservation_ttl:
             return view
         budget = self.settings.request_time_budget or NO_BUDGET_WAIT
@@ -311,7 +311,7 @@ class SchedulerService:
 
     # -- counting and recording ----------------------------------------------------------
 
-    def _disbelieved(self, request: SchedulingRequest) -> None:
+    def _disbelieved(self, request: NovaRequest) -> None:
         """Log and count a Nova call whose claimed intent its flags and spec do not back.
 
         The call runs as a create (:func:`cortex.request.nova.intent_claims`). Counted in
@@ -329,7 +329,7 @@ class SchedulerService:
         metrics = self.metrics
         if metrics is None:
             return
-        pipeline = decision.pipeline
+        pipeline = decision.pipeline or "none"
         for step in decision.steps:
             if step.status == "ran":
                 duration, removed = metrics.step(pipeline, step.name)
@@ -401,7 +401,7 @@ def gpu_placement(request: SchedulingRequest, view: KnowledgeView,
     host reports no topology. Nova's PCI tracker picks the devices itself, so this
     says whether a fully NVLink-connected set was free, not which set Nova took.
     """
-    if request.service != "nova" or not hosts or request.gpu_count < 2:
+    if not isinstance(request, NovaRequest) or not hosts or request.gpu_count < 2:
         return None
     state = view.hosts.get(hosts[0])
     if state is None or state.topology is None:

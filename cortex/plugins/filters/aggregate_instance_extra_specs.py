@@ -12,8 +12,13 @@ rebuild. Invert: none; drop the step.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.extra_specs import unmet
 from cortex.rules.measures import aggregate_metadata
 
@@ -21,17 +26,17 @@ SCOPE = "aggregate_instance_extra_specs"
 
 
 @register
-class AggregateInstanceExtraSpecsFilter(Filter):
+class AggregateInstanceExtraSpecsFilter(Filter[NovaRequest, HostState]):
     """Remove hosts whose aggregates' metadata does not meet the flavor's extra specs."""
 
     name = "filter_aggregate_instance_extra_specs"
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only when the flavor has an extra spec this filter checks."""
         return any(":" not in key or key.startswith(SCOPE + ":")
                    for key in request.flavor.extra_specs)
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason naming the first unmet spec."""
         metadata = {k: sorted(v) for k, v in aggregate_metadata(host).items()}
         return unmet(request.flavor.extra_specs, metadata, SCOPE, nested=False,

@@ -11,29 +11,37 @@ Invert: none; drop the step.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Filter, host_facts
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.measures import aggregate_metadata
 
 KEY_PREFIX = "filter_tenant_id"
 
 
 @register
-class AggregateMultiTenancyIsolationFilter(Filter):
+class AggregateMultiTenancyIsolationFilter(Filter[NovaRequest, HostState]):
     """Remove hosts isolated for other projects."""
 
     name = "filter_aggregate_multitenancy_isolation"
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason when the host's aggregates isolate it for other projects."""
         return _refusal(isolating_tenants(host), request.project_id)
 
-    def check_all(self, hosts, request, view) -> dict[str, str]:
+    def check_all(self, hosts: Sequence[tuple[Candidate, HostState]], request: NovaRequest,
+                  view: KnowledgeView | None) -> dict[str, str]:
         """``check`` of every host, with each host's tenants read once per view."""
         tenants = host_facts(view, (self.name, request.service), hosts, isolating_tenants)
         project = request.project_id
-        return {c.host: _refusal(t, project)
-                for (c, _), t in zip(hosts, tenants, strict=True) if t and project not in t}
+        return {c.host: reason for (c, _), t in zip(hosts, tenants, strict=True)
+                if (reason := _refusal(t, project)) is not None}
 
 
 def isolating_tenants(host) -> frozenset[str]:

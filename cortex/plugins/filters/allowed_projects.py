@@ -11,10 +11,16 @@ aggregates. Not run on rebuild. Invert: none; drop the step.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Filter, host_facts
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.measures import aggregate_metadata
 
 
@@ -26,23 +32,24 @@ class AllowedProjectsOptions:
 
 
 @register
-class AllowedProjectsFilter(Filter):
+class AllowedProjectsFilter(Filter[NovaRequest, HostState]):
     """Remove hosts reserved for other projects."""
 
     name = "filter_allowed_projects"
     Options = AllowedProjectsOptions
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason when the host is reserved and the request's project is not allowed."""
         return _refusal(self.allowed(host), request.project_id)
 
-    def check_all(self, hosts, request, view) -> dict[str, str]:
+    def check_all(self, hosts: Sequence[tuple[Candidate, HostState]], request: NovaRequest,
+                  view: KnowledgeView | None) -> dict[str, str]:
         """``check`` of every host, with each host's allowed projects read once per view."""
         key = (self.name, self.options.aggregate_keys, request.service)
         allowed = host_facts(view, key, hosts, self.allowed)
         project = request.project_id
-        return {c.host: _refusal(a, project)
-                for (c, _), a in zip(hosts, allowed, strict=True) if a and project not in a}
+        return {c.host: reason for (c, _), a in zip(hosts, allowed, strict=True)
+                if (reason := _refusal(a, project)) is not None}
 
     def allowed(self, host) -> frozenset[str]:
         """The projects the host is reserved for (empty: every project)."""

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cortex.knowledge.view import StoragePoolState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    CinderRequest,
+)
 
 
 @dataclass(frozen=True)
@@ -23,14 +28,15 @@ class BackendStateOptions:
 
 
 @register
-class BackendStateFilter(Filter):
+class BackendStateFilter(Filter[CinderRequest, StoragePoolState]):
     """Remove pools whose ``backend_state`` is down."""
 
     name = "filter_backend_state"
     services = ("cinder",)
     Options = BackendStateOptions
 
-    def check(self, pool, request, candidate) -> str | None:
+    def check(self, pool: StoragePoolState, request: CinderRequest,
+              candidate: Candidate) -> str | None:
         """Reason when the back end is down."""
         state = str(pool.capabilities.get("backend_state", "")).lower()
         if state and state in {s.lower() for s in self.options.down_states}:

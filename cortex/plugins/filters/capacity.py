@@ -15,23 +15,29 @@ from __future__ import annotations
 
 import math
 
+from cortex.knowledge.view import StoragePoolState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    StorageRequest,
+)
 from cortex.rules.extra_specs import match
 
 
 @register
-class CapacityFilter(Filter):
+class CapacityFilter(Filter[StorageRequest, StoragePoolState]):
     """Remove pools that cannot hold the requested size."""
 
     name = "filter_capacity"
     services = ("cinder", "manila")
 
-    def applies(self, request) -> bool:
+    def applies(self, request: StorageRequest) -> bool:
         """Not for extends (size unknown) nor for empty sizes."""
         return request.intent != "extend_volume" and request.size > 0
 
-    def check(self, pool, request, candidate) -> str | None:
+    def check(self, pool: StoragePoolState, request: StorageRequest,
+              candidate: Candidate) -> str | None:
         """Reason when the pool cannot hold ``request.size`` GiB."""
         if pool.total_capacity_gb <= 0:
             return "pool reports no capacity"

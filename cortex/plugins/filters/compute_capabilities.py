@@ -16,10 +16,16 @@ Nova's exact match). Not run on rebuild. Invert: none; drop the step.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Filter, host_facts
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.extra_specs import unmet
 from cortex.rules.measures import num_io_ops
 
@@ -32,24 +38,24 @@ class ComputeCapabilitiesOptions:
 
 
 @register
-class ComputeCapabilitiesFilter(Filter):
+class ComputeCapabilitiesFilter(Filter[NovaRequest, HostState]):
     """Remove hosts none of whose named nodes meets the ``capabilities:*`` extra specs."""
 
     name = "filter_compute_capabilities"
     Options = ComputeCapabilitiesOptions
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only when the flavor has extra specs."""
         return bool(request.flavor.extra_specs)
 
-    def bind(self, request, view) -> CapabilitiesBound:
+    def bind(self, request: NovaRequest, view: KnowledgeView) -> CapabilitiesBound:
         """The filter with the capabilities of ``view``'s nodes, each computed once per version."""
         return CapabilitiesBound(self.options, view.per_host(("capabilities",))
                                  if view is not None else {})
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason of the last named node's first unmet spec, when no node meets them all."""
-        return self.bind(request, None).check(host, request, candidate)
+        return CapabilitiesBound(self.options, {}).check(host, request, candidate)
 
 
 class CapabilitiesBound(ComputeCapabilitiesFilter):
@@ -59,13 +65,13 @@ class CapabilitiesBound(ComputeCapabilitiesFilter):
         super().__init__(options)
         self._table = table  # {(host, node): (host state, capabilities)}
 
-    def bind(self, request, view) -> CapabilitiesBound:
+    def bind(self, request: NovaRequest, view: KnowledgeView) -> CapabilitiesBound:
         """Already bound."""
         return self
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason of the last named node's first unmet spec, when no node meets them all."""
-        reason = "no node"
+        reason: str | None = "no node"
         for node in host.nodes_named(candidate.nodes):
             capabilities = self._capabilities(host, node)
             reason = unmet(request.flavor.extra_specs, capabilities,
@@ -76,7 +82,8 @@ class CapabilitiesBound(ComputeCapabilitiesFilter):
         return reason
 
 
-    def check_all(self, hosts, request, view) -> dict[str, str]:
+    def check_all(self, hosts: Sequence[tuple[Candidate, HostState]], request: NovaRequest,
+                  view: KnowledgeView | None) -> dict[str, str]:
         """``check`` of every host, each distinct set of the values the specs read judged once.
 
         ``unmet`` reads, of a node's capabilities, only the top-level names its specs
@@ -94,7 +101,7 @@ class CapabilitiesBound(ComputeCapabilitiesFilter):
         removed = {}
         for (candidate, host), key in zip(hosts, single, strict=True):
             nodes = host.nodes_named(candidate.nodes) if key is None else host.all_nodes
-            reason = "no node"
+            reason: str | None = "no node"
             for node in nodes:
                 node_key = key or self._node_key(keys, names, host, node)
                 if node_key not in verdicts:

@@ -11,10 +11,16 @@ set ``default_availability_zone`` to place zone-less hosts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cortex.knowledge.view import HostState, KnowledgeView, StoragePoolState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    SchedulingRequest,
+)
 
 
 @dataclass(frozen=True)
@@ -25,18 +31,19 @@ class CorrectAzOptions:
 
 
 @register
-class CorrectAzFilter(Filter):
+class CorrectAzFilter(Filter[SchedulingRequest, HostState | StoragePoolState]):
     """Remove hosts or pools outside the requested availability zone(s)."""
 
     name = "filter_correct_az"
     services = ("nova", "cinder", "manila")
     Options = CorrectAzOptions
 
-    def applies(self, request) -> bool:
+    def applies(self, request: SchedulingRequest) -> bool:
         """Only when the request names a zone."""
         return bool(self._zones(request))
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState | StoragePoolState, request: SchedulingRequest,
+              candidate: Candidate) -> str | None:
         """Reason when the host's zone is not requested."""
         zone = host.availability_zone or self.options.default_availability_zone
         zones = self._zones(request)
@@ -44,11 +51,14 @@ class CorrectAzFilter(Filter):
             return None
         return f"availability zone {zone} is not the requested {', '.join(zones)}"
 
-    def check_all(self, hosts, request, view) -> dict[str, str]:
+    def check_all(self, hosts: Sequence[tuple[Candidate, HostState | StoragePoolState]],
+                  request: SchedulingRequest,
+                  view: KnowledgeView | None) -> dict[str, str]:
         """``check`` of every host, the requested zones read once."""
         zones, default = self._zones(request), self.options.default_availability_zone
-        return {c.host: self.check(s, request, c) for c, s in hosts
-                if (s.availability_zone or default) not in zones}
+        return {c.host: reason for c, s in hosts
+                if (s.availability_zone or default) not in zones
+                and (reason := self.check(s, request, c)) is not None}
 
     @staticmethod
     def _zones(request) -> tuple[str, ...]:

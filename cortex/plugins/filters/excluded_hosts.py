@@ -12,8 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 
 @dataclass(frozen=True)
@@ -24,17 +29,17 @@ class ExcludedHostsOptions:
 
 
 @register
-class ExcludedHostsFilter(Filter):
+class ExcludedHostsFilter(Filter[NovaRequest, HostState]):
     """Remove hosts on the operator's exclude list."""
 
     name = "filter_excluded_hosts"
     Options = ExcludedHostsOptions
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only when the list is not empty."""
         return bool(self.options.hosts)
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason naming the matching pattern."""
         name = candidate.host.lower()
         for pattern in self.options.hosts:

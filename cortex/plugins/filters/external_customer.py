@@ -12,8 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 
 @dataclass(frozen=True)
@@ -26,19 +31,19 @@ class ExternalCustomerOptions:
 
 
 @register
-class ExternalCustomerFilter(Filter):
+class ExternalCustomerFilter(Filter[NovaRequest, HostState]):
     """Remove hosts without the external-customer trait for external customers' requests."""
 
     name = "filter_external_customer"
     Options = ExternalCustomerOptions
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only for requests from an external customer's domain."""
         domain = domain_name(request)
-        return bool(domain) and domain not in self.options.ignored_domain_names and any(
+        return domain is not None and domain not in self.options.ignored_domain_names and any(
             domain.startswith(p) for p in self.options.domain_name_prefixes)
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason when the host lacks the trait."""
         if self.options.required_trait in host.traits:
             return None

@@ -17,24 +17,29 @@ Invert: none; run it in ``shadow`` mode to only record what it would remove.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
 from cortex.plugins.topology_options import TopologyOptions, unknown_topology
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.pci_fit import device_refusal, knows_vgpus
 
 
 @register
-class GpuCapacityFilter(Filter):
+class GpuCapacityFilter(Filter[NovaRequest, HostState]):
     """Remove hosts without enough free matching GPUs, PCI devices or vGPUs."""
 
     name = "filter_gpu_capacity"
     Options = TopologyOptions
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only for requests with a device demand."""
         return bool(request.device_requests)
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """The first device request the host's free devices cannot serve."""
         topology = host.topology
         if topology is None:

@@ -11,9 +11,14 @@ Invert: none; run it in ``shadow`` mode to only record what it would remove.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.filters.gpu_capacity import GpuCapacityFilter
 from cortex.plugins.registry import register
 from cortex.plugins.topology_options import unknown_topology
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.pci_fit import device_refusal
 
 
@@ -23,7 +28,7 @@ class GpuHealthFilter(GpuCapacityFilter):
 
     name = "filter_gpu_health"
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """The first device request only unhealthy GPUs could serve, with their reasons."""
         topology = host.topology
         if topology is None:

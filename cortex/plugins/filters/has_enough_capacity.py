@@ -19,10 +19,17 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
+from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 # Nova's migration statuses after which a migration claims nothing any more.
 FINAL_STATUSES = frozenset({"confirmed", "reverted", "error", "failed", "completed",
@@ -38,18 +45,18 @@ class HasEnoughCapacityOptions:
 
 
 @register
-class HasEnoughCapacityFilter(Filter):
+class HasEnoughCapacityFilter(Filter[NovaRequest, HostState]):
     """Remove hosts without room for the requested resources."""
 
     name = "filter_has_enough_capacity"
     Options = HasEnoughCapacityOptions
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason of the last named node's refusal, when no named node fits."""
         wanted = {rc: n for rc, n in request.resources.items()
                   if rc in self.options.resource_classes}
         pending = migration_claims(host) if self.options.count_migrations else {}
-        reason = "no node"
+        reason: str | None = "no node"
         for node in host.nodes_named(candidate.nodes):
             reason = _refusal(node.inventories, wanted, pending)
             if reason is None:
@@ -57,7 +64,8 @@ class HasEnoughCapacityFilter(Filter):
         return reason
 
 
-    def check_all(self, hosts, request, view) -> dict[str, str]:
+    def check_all(self, hosts: Sequence[tuple[Candidate, HostState]], request: NovaRequest,
+                  view: KnowledgeView | None) -> dict[str, str]:
         """``check`` of the hosts that may fail; the others are cleared by free capacity.
 
         Per requested class, the synced view's CapacityTable (built once per knowledge
@@ -72,7 +80,7 @@ class HasEnoughCapacityFilter(Filter):
         suspects: set[str] = set()
         for rc, amount in request.resources.items():
             if rc in self.options.resource_classes:
-                table = root.derived(("capacity-table", rc), lambda v, rc=rc: CapacityTable(v, rc))
+                table = root.derived(("capacity-table", rc), partial(CapacityTable, rc=rc))
                 suspects |= table.suspects(amount)
         synced = root.hosts
         removed = {}
@@ -93,8 +101,10 @@ class CapacityTable:
     in-progress migrations or no inventory of the class are always suspects.
     """
 
-    def __init__(self, view, rc: str) -> None:
-        rows, self.always, self.units = [], set(), {}
+    def __init__(self, view: KnowledgeView, rc: str) -> None:
+        rows: list[tuple[int, str]] = []
+        self.always: set[str] = set()
+        self.units: dict[tuple[int, int, int], list[str]] = {}
         for name, host in view.hosts.items():
             inventory = host.all_nodes[0].inventories.get(rc) if len(host.all_nodes) == 1 \
                 else None

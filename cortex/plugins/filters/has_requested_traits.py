@@ -18,22 +18,29 @@ flavor's ``forbidden`` traits are the inverse of its ``required`` ones.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 
 @register
-class HasRequestedTraitsFilter(Filter):
+class HasRequestedTraitsFilter(Filter[NovaRequest, HostState]):
     """Remove hosts missing a required trait or having a forbidden one."""
 
     name = "filter_has_requested_traits"
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only when the request names traits."""
         return bool(request.required_traits or request.forbidden_traits
                     or request.root_required or request.root_forbidden)
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason naming the first missing or forbidden trait."""
         missing = known(request.required_traits | request.root_required, host.traits) \
             - host.traits
@@ -44,13 +51,15 @@ class HasRequestedTraitsFilter(Filter):
             return f"has forbidden trait {sorted(present)[0]}"
         return None
 
-    def check_all(self, hosts, request, view) -> dict[str, str]:
+    def check_all(self, hosts: Sequence[tuple[Candidate, HostState]], request: NovaRequest,
+                  view: KnowledgeView | None) -> dict[str, str]:
         """``check`` of every host, the request's trait sets joined once."""
         required = request.required_traits | request.root_required
         forbidden = request.forbidden_traits | request.root_forbidden
-        return {c.host: self.check(s, request, c) for c, s in hosts
+        return {c.host: reason for c, s in hosts
                 if not (known(required, s.traits) <= s.traits
-                        and forbidden.isdisjoint(s.traits))}
+                        and forbidden.isdisjoint(s.traits))
+                and (reason := self.check(s, request, c)) is not None}
 
 
 def known(required: frozenset[str], host_traits: frozenset[str]) -> frozenset[str]:

@@ -9,22 +9,27 @@ Invert: none; these are the caller's instructions.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 
 @register
-class HostInstructionsFilter(Filter):
+class HostInstructionsFilter(Filter[NovaRequest, HostState]):
     """Remove ignored hosts; keep only forced hosts/nodes when any are forced."""
 
     name = "filter_host_instructions"
     run_on_rebuild = True
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only when the request names hosts or nodes."""
         return bool(request.ignore_hosts or request.force_hosts or request.force_nodes)
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason when the host is ignored or not among the forced ones."""
         name = candidate.host.lower()
         if name in {h.lower() for h in request.ignore_hosts}:

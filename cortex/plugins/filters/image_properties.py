@@ -16,10 +16,16 @@ Invert: none; drop the step to accept any image.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 _ARCH_ALIASES = {"amd64": "x86_64", "i386": "i686", "i486": "i686", "i586": "i686",
                  "x86_32": "i686"}
@@ -38,28 +44,29 @@ class ImagePropertiesOptions:
 
 
 @register
-class ImagePropertiesFilter(Filter):
+class ImagePropertiesFilter(Filter[NovaRequest, HostState]):
     """Remove hosts whose nodes cannot run the image's architecture, hv type or version."""
 
     name = "filter_image_properties"
     run_on_rebuild = True
     Options = ImagePropertiesOptions
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only when the image names an architecture, hypervisor type or version."""
         return any(_wanted(request.image_properties))
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason of the last named node's refusal, when none fits."""
         arch, hv_type, version = _wanted(request.image_properties)
-        reason = "no node"
+        reason: str | None = "no node"
         for node in host.nodes_named(candidate.nodes):
             reason = self._refusal(node, arch, hv_type, version)
             if reason is None:
                 return None
         return reason
 
-    def check_all(self, hosts, request, view) -> dict[str, str]:
+    def check_all(self, hosts: Sequence[tuple[Candidate, HostState]], request: NovaRequest,
+                  view: KnowledgeView | None) -> dict[str, str]:
         """``check`` of every host: the image read once, each kind of node judged once.
 
         A node's verdict depends only on its architecture, hypervisor type and version,
@@ -69,7 +76,7 @@ class ImagePropertiesFilter(Filter):
         verdicts: dict[tuple, str | None] = {}
         removed = {}
         for candidate, state in hosts:
-            reason = "no node"
+            reason: str | None = "no node"
             for node in state.nodes_named(candidate.nodes):
                 kind = (node.cpu_arch, node.hypervisor_type, node.hypervisor_version)
                 if kind not in verdicts:

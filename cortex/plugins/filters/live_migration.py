@@ -14,8 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.measures import source_host
 
 
@@ -27,24 +32,24 @@ class LiveMigrationOptions:
 
 
 @register
-class LiveMigrationFilter(Filter):
+class LiveMigrationFilter(Filter[NovaRequest, HostState]):
     """Remove targets with another architecture, hypervisor, or fewer CPU features."""
 
     name = "filter_live_migration"
     Options = LiveMigrationOptions
-    source = None
+    source: HostState | None = None
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only for live migrations that name their source host."""
         return request.intent == "live_migrate" and source_host(request) is not None
 
-    def bind(self, request, view) -> LiveMigrationFilter:
+    def bind(self, request: NovaRequest, view: KnowledgeView) -> LiveMigrationFilter:
         """A copy holding the source's HostState (None when unknown)."""
         bound = LiveMigrationFilter(self.options)
-        bound.source = view.hosts.get(source_host(request))
+        bound.source = view.hosts.get(source_host(request) or "")
         return bound
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason of the first incompatibility with the source."""
         source = self.source
         if source is None:

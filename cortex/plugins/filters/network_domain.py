@@ -14,20 +14,24 @@ and use ``weigher_network_domain`` for a soft preference.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
-from cortex.plugins.network_options import NetworkDomainOptions
+from cortex.plugins.network_options import NetworkDomainOptions, PlansGroups
 from cortex.plugins.registry import register
-from cortex.rules.network_domains import PlansGroups
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 
 @register
-class NetworkDomainFilter(PlansGroups, Filter):
+class NetworkDomainFilter(PlansGroups, Filter[NovaRequest, HostState]):
     """Remove hosts outside the group's network domain (when hard) or below the bandwidth."""
 
     name = "filter_network_domain"
     Options = NetworkDomainOptions
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason when the host's leaf misses the bandwidth or, if hard, the domain."""
         plan = self.plan
         if plan is None:

@@ -16,9 +16,14 @@ Invert: none; run it in ``shadow`` mode to only record what it would remove.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
 from cortex.plugins.topology_options import TopologyOptions, unknown_topology
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.measures import allocation_ratios
 from cortex.rules.numa_fit import fit_cells
 
@@ -31,17 +36,17 @@ def wants_smt(request) -> bool:
 
 
 @register
-class NumaTopologyFilter(Filter):
+class NumaTopologyFilter(Filter[NovaRequest, HostState]):
     """Remove hosts whose NUMA cells cannot hold the guest's."""
 
     name = "filter_numa_topology"
     Options = TopologyOptions
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only for guests with NUMA cells (or asking for SMT siblings)."""
         return bool(request.guest_numa) or wants_smt(request)
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """The reason no assignment of guest cells to host cells fits."""
         topology = host.topology
         if topology is None or not topology.cells:

@@ -14,9 +14,14 @@ Invert: none; run it in ``shadow`` mode to only record what it would remove.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
 from cortex.plugins.topology_options import TopologyOptions, unknown_topology
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.measures import allocation_ratios
 from cortex.rules.numa_fit import fit_cells
 from cortex.rules.pci_fit import pci_refusal
@@ -28,17 +33,17 @@ def affine_requests(request) -> tuple:
 
 
 @register
-class PciNumaAffinityFilter(Filter):
+class PciNumaAffinityFilter(Filter[NovaRequest, HostState]):
     """Remove hosts where no NUMA placement of the guest has its PCI devices at hand."""
 
     name = "filter_pci_numa_affinity"
     Options = TopologyOptions
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only for guests with NUMA cells and PCI requests."""
         return bool(request.guest_numa) and bool(affine_requests(request))
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """The reason (of the last assignment tried) when no assignment has its devices."""
         topology = host.topology
         if topology is None or not topology.cells:

@@ -18,25 +18,31 @@ Invert: none; drop the step.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import StoragePoolState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    StorageRequest,
+)
 from cortex.rules.extra_specs import unmet
 
 MANILA_IGNORED = frozenset({"availability_zones", "capabilities:availability_zones"})
 
 
 @register
-class PoolCapabilitiesFilter(Filter):
+class PoolCapabilitiesFilter(Filter[StorageRequest, StoragePoolState]):
     """Remove pools whose capabilities do not meet the type's extra specs."""
 
     name = "filter_pool_capabilities"
     services = ("cinder", "manila")
 
-    def applies(self, request) -> bool:
+    def applies(self, request: StorageRequest) -> bool:
         """Only when the type has extra specs."""
         return bool(storage_type(request).extra_specs)
 
-    def check(self, pool, request, candidate) -> str | None:
+    def check(self, pool: StoragePoolState, request: StorageRequest,
+              candidate: Candidate) -> str | None:
         """Reason naming the first unmet extra spec."""
         ignored = MANILA_IGNORED if request.service == "manila" else frozenset()
         return unmet(storage_type(request).extra_specs, pool_capabilities(pool),

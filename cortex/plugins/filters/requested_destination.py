@@ -11,26 +11,33 @@ on rebuild (Nova targets the instance's own host there). Invert: none.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 
 @register
-class RequestedDestinationFilter(Filter):
+class RequestedDestinationFilter(Filter[NovaRequest, HostState]):
     """Remove hosts outside the requested destination."""
 
     name = "filter_requested_destination"
     run_on_rebuild = True
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only when the request has a destination with something to check."""
         dest = request.requested_destination
         return bool(dest and (dest.host or dest.node or dest.aggregates
                               or dest.forbidden_aggregates))
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason naming the first unmet part of the destination."""
         dest = request.requested_destination
+        if dest is None:
+            return None
         if dest.host and dest.host.lower() != host.host.lower():
             return f"requested destination is host {dest.host}"
         if dest.node:

@@ -11,27 +11,34 @@ it). Not run on rebuild. Invert: ``filter_server_group_affinity``.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.measures import group_members_on_host
 
 
 @register
-class ServerGroupAntiAffinityFilter(Filter):
+class ServerGroupAntiAffinityFilter(Filter[NovaRequest, HostState]):
     """Remove hosts that already run ``max_server_per_host`` members of the group."""
 
     name = "filter_server_group_anti_affinity"
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only for an ``anti-affinity`` group."""
         return bool(request.server_group and request.server_group.policy == "anti-affinity")
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason when the host is full of group members."""
         if request.instance_uuid and any(i.uuid == request.instance_uuid
                                          for i in host.instances):
             return None
         group = request.server_group
+        if group is None:
+            return None
         limit = max_server_per_host(group)
         members = group_members_on_host(host, group)
         if members < limit:

@@ -9,20 +9,25 @@ none; run it in ``shadow`` mode to only record what it would remove.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 DISABLED_TRAIT = "COMPUTE_STATUS_DISABLED"
 
 
 @register
-class StatusFilter(Filter):
+class StatusFilter(Filter[NovaRequest, HostState]):
     """Remove disabled, down and ``COMPUTE_STATUS_DISABLED`` hosts."""
 
     name = "filter_status"
     host_only = True
 
-    def check(self, host, request, candidate) -> str | None:
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason when the service is disabled or down."""
         if not host.enabled:
             reason = f": {host.disabled_reason}" if host.disabled_reason else ""

@@ -10,10 +10,16 @@ spreads. Classes the host has no inventory of are left out of the mean.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Weigher, host_facts
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 
 @dataclass(frozen=True)
@@ -31,13 +37,13 @@ class BinpackOptions:
 
 
 @register
-class BinpackWeigher(Weigher):
+class BinpackWeigher(Weigher[NovaRequest, HostState]):
     """Utilisation after placement, weighted per resource class (0..1, may exceed 1)."""
 
     name = "weigher_binpack"
     Options = BinpackOptions
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """Weighted mean utilisation of the first named node after placement."""
         node = host.nodes_named(candidate.nodes)[0]
         total = weight_sum = 0.0
@@ -50,7 +56,8 @@ class BinpackWeigher(Weigher):
             weight_sum += weight
         return total / weight_sum if weight_sum else 0.0
 
-    def weigh_all(self, hosts, request, view) -> list[float]:
+    def weigh_all(self, hosts: Sequence[tuple[Candidate, HostState]], request: NovaRequest,
+                  view: KnowledgeView | None) -> list[float]:
         """``weigh`` of every host, each single-node host's inventories read once per view."""
         key = (self.name, repr(self.options), request.service)
         terms = host_facts(view, key, hosts, self.terms)

@@ -10,17 +10,22 @@ hosts: do not.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 
 @register
-class BuildFailureWeigher(Weigher):
+class BuildFailureWeigher(Weigher[NovaRequest, HostState]):
     """Minus the recent build failures on the host."""
 
     name = "weigher_build_failures"
     host_only = True
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """``-failed_builds``."""
         return -float(host.failed_builds)

@@ -13,8 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.measures import bounded, feature
 
 
@@ -28,14 +33,14 @@ class ContentionOptions:
 
 
 @register
-class ContentionWeigher(Weigher):
+class ContentionWeigher(Weigher[NovaRequest, HostState]):
     """Minus the bounded contention of the host."""
 
     name = "weigher_contention"
     host_only = True
     Options = ContentionOptions
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """``-bounded(feature)`` in ``[-1, 0]``."""
         value = feature(host.features, self.options.feature)
         return -bounded(value, self.options.lower_bound, self.options.upper_bound)

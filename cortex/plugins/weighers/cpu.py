@@ -12,18 +12,23 @@ Cortex weighs the share. A host without that inventory weighs 0.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.measures import free_share
 
 
 @register
-class CPUWeigher(Weigher):
+class CPUWeigher(Weigher[NovaRequest, HostState]):
     """Free share of the requested CPU class after placement."""
 
     name = "weigher_cpu"
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """Highest free share among the named nodes (0 without inventory)."""
         rc = "PCPU" if "PCPU" in request.resources else "VCPU"
         shares = [free_share(n, rc, request) for n in host.nodes_named(candidate.nodes)]

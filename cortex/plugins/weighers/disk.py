@@ -12,18 +12,23 @@ of different sizes compare by how full they are. A host without DISK_GB inventor
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.measures import free_share
 
 
 @register
-class DiskWeigher(Weigher):
+class DiskWeigher(Weigher[NovaRequest, HostState]):
     """Free share of DISK_GB after placement."""
 
     name = "weigher_disk"
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """Highest free share among the named nodes (0 without inventory)."""
         nodes = host.nodes_named(candidate.nodes)
         shares = [free_share(n, "DISK_GB", request) for n in nodes]

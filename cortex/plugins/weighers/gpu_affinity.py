@@ -20,8 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.gpu_locality import best_set_quality, claimed_set_quality
 from cortex.rules.gpu_sets import DEFAULT_PAIR_SCORES, SET_QUALITY, check_pair_scores
 
@@ -51,17 +56,17 @@ class GpuAffinityOptions:
 
 
 @register
-class GpuAffinityWeigher(Weigher):
+class GpuAffinityWeigher(Weigher[NovaRequest, HostState]):
     """Quality of the GPU set the request gets on the host (0..1)."""
 
     name = "weigher_gpu_affinity"
     Options = GpuAffinityOptions
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only for requests of passthrough GPUs."""
         return request.gpu_count > 0
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """The set's quality; k = 1: the GPU's locality to the guest's CPUs."""
         options = self.options
         scores = {**DEFAULT_PAIR_SCORES, **options.pair_scores}

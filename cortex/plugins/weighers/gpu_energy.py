@@ -23,8 +23,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 
 @dataclass(frozen=True)
@@ -113,24 +118,24 @@ def model_draws(view, idle_default: float) -> ModelDraws:
 
 
 @register
-class GpuEnergyWeigher(Weigher):
+class GpuEnergyWeigher(Weigher[NovaRequest, HostState]):
     """Minus the grams of CO2 per hour one more busy GPU would emit on the host, scaled."""
 
     name = "weigher_gpu_energy"
     Options = GpuEnergyOptions
     draws: ModelDraws | None = None
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only for requests of GPUs (passthrough or vGPU)."""
         return request.gpu_count > 0 or bool(request.vgpu_devices)
 
-    def bind(self, request, view) -> GpuEnergyWeigher:
+    def bind(self, request: NovaRequest, view: KnowledgeView) -> GpuEnergyWeigher:
         """A weigher holding the view's per-model idle and busy draws."""
         bound = GpuEnergyWeigher(self.options)
         bound.draws = model_draws(view, self.options.idle_watts)
         return bound
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """``-(busy - idle [+ idle host]) W * gCO2/kWh * cooling / 1000 / scale``."""
         options = self.options
         watts = self.added_watts(host)

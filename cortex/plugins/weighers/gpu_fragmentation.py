@@ -36,8 +36,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.fragmentation import FragmentationModel, parse_sizes
 from cortex.rules.gpu_sets import LEVELS
 
@@ -84,7 +89,7 @@ class GpuFragmentationOptions:
 
 
 @register
-class GpuFragmentationWeigher(Weigher):
+class GpuFragmentationWeigher(Weigher[NovaRequest, HostState]):
     """Minus the fragmentation the request adds to the host, per GPU asked."""
 
     name = "weigher_gpu_fragmentation"
@@ -94,11 +99,11 @@ class GpuFragmentationWeigher(Weigher):
         super().__init__(options)
         self.model = self.options.model()
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only for requests of passthrough GPUs or vGPUs (MIG included)."""
         return request.gpu_count > 0 or bool(request.vgpu_devices)
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """``-(F after - F before) / (GPUs asked * scale)``; 0 without a report or claim."""
         change = self.model.change(host, request, candidate)
         if change is None:

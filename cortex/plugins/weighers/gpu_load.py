@@ -17,8 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.measures import bounded
 
 REQUEST_KINDS = ("vgpu", "gpu")
@@ -48,19 +53,19 @@ class GpuLoadOptions:
 
 
 @register
-class GpuLoadWeigher(Weigher):
+class GpuLoadWeigher(Weigher[NovaRequest, HostState]):
     """Minus the weighted GPU load of the host (-1..0)."""
 
     name = "weigher_gpu_load"
     Options = GpuLoadOptions
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Requests with vGPUs (``requests: gpu``: with any GPU)."""
         if self.options.requests == "gpu":
             return bool(request.vgpu_devices) or request.gpu_count > 0
         return bool(request.vgpu_devices)
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """``-sum(weight * load) / sum(weight)`` over the features the host has."""
         features, options = host.features, self.options
         loads = []

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 
 @dataclass(frozen=True)
@@ -28,13 +33,13 @@ class InstanceCountOptions:
 
 
 @register
-class InstanceCountWeigher(Weigher):
+class InstanceCountWeigher(Weigher[NovaRequest, HostState]):
     """Instances on the host, scaled."""
 
     name = "weigher_instance_count"
     host_only = True
     Options = InstanceCountOptions
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """``len(instances) / scale``."""
         return len(host.instances) / self.options.scale

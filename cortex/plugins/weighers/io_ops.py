@@ -12,8 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.measures import num_io_ops
 
 
@@ -30,13 +35,13 @@ class IoOpsOptions:
 
 
 @register
-class IoOpsWeigher(Weigher):
+class IoOpsWeigher(Weigher[NovaRequest, HostState]):
     """Instances in I/O-heavy operations on the host, scaled."""
 
     name = "weigher_io_ops"
     host_only = True
     Options = IoOpsOptions
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """``num_io_ops / scale``."""
         return num_io_ops(host) / self.options.scale

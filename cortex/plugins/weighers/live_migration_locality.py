@@ -14,8 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.measures import source_host
 
 
@@ -27,26 +32,26 @@ class LiveMigrationLocalityOptions:
 
 
 @register
-class LiveMigrationLocalityWeigher(Weigher):
+class LiveMigrationLocalityWeigher(Weigher[NovaRequest, HostState]):
     """Share of the source's aggregates the target shares."""
 
     name = "weigher_live_migration_locality"
     Options = LiveMigrationLocalityOptions
     source_aggregates: frozenset[str] = frozenset()
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only for live migrations that name their source host."""
         return request.intent == "live_migrate" and source_host(request) is not None
 
-    def bind(self, request, view) -> LiveMigrationLocalityWeigher:
+    def bind(self, request: NovaRequest, view: KnowledgeView) -> LiveMigrationLocalityWeigher:
         """A copy holding the source's aggregate uuids (empty when the source is unknown)."""
         bound = LiveMigrationLocalityWeigher(self.options)
-        source = view.hosts.get(source_host(request))
+        source = view.hosts.get(source_host(request) or "")
         if source is not None:
             bound.source_aggregates = self._aggregates(source)
         return bound
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """``|shared| / |source's|``, 0 when the source has none."""
         if not self.source_aggregates:
             return 0.0

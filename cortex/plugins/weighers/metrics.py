@@ -13,8 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 
 class MetricUnavailable(LookupError):
@@ -31,18 +36,18 @@ class MetricsOptions:
 
 
 @register
-class MetricsWeigher(Weigher):
+class MetricsWeigher(Weigher[NovaRequest, HostState]):
     """``sum(ratio * feature)`` over the configured metrics."""
 
     name = "weigher_metrics"
     host_only = True
     Options = MetricsOptions
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only when metrics are configured."""
         return bool(self.options.metrics)
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """The weighted sum; ``weight_of_unavailable`` (or an error) when one is missing."""
         missing = [m for m in self.options.metrics if m not in host.features]
         if missing and self.options.required:

@@ -12,24 +12,28 @@ spreads, for distributed) as asked; Invert with a negative multiplier.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
-from cortex.plugins.network_options import NetworkDomainOptions
+from cortex.plugins.network_options import NetworkDomainOptions, PlansGroups
 from cortex.plugins.registry import register
-from cortex.rules.network_domains import PlansGroups
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 
 @register
-class NetworkDomainWeigher(PlansGroups, Weigher):
+class NetworkDomainWeigher(PlansGroups, Weigher[NovaRequest, HostState]):
     """The host's closeness to the group's domain (or spread, for distributed)."""
 
     name = "weigher_network_domain"
     Options = NetworkDomainOptions
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """See the module docstring."""
         plan = self.plan
-        leaf = plan.leaf_of(host.host) if plan else None
-        if leaf is None:
+        leaf = plan.leaf_of(host.host) if plan is not None else None
+        if plan is None or leaf is None:
             return 0.0
         if plan.strategy == "distributed":
             return max(-1.0, 1.0 - plan.members.get(leaf, 0) / max(1, plan.leaf_cap))

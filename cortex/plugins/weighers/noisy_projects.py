@@ -11,10 +11,16 @@ would gather them. Needs the syncers' instance list.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.measures import bounded
 
 
@@ -27,17 +33,17 @@ class NoisyProjectsOptions:
 
 
 @register
-class NoisyProjectsWeigher(Weigher):
+class NoisyProjectsWeigher(Weigher[NovaRequest, HostState]):
     """Minus the bounded mean busyness of the request's project on the host."""
 
     name = "weigher_noisy_projects"
     Options = NoisyProjectsOptions
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only when the request names its project."""
         return bool(request.project_id)
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """``-bounded(mean cpu_busy of the project's instances on the host)``."""
         busy = [i.cpu_busy for i in host.instances if i.project_id == request.project_id]
         if not busy:
@@ -45,6 +51,7 @@ class NoisyProjectsWeigher(Weigher):
         mean = sum(busy) / len(busy)
         return -bounded(mean, self.options.lower_bound, self.options.upper_bound)
 
-    def weigh_all(self, hosts, request, view) -> list[float]:
+    def weigh_all(self, hosts: Sequence[tuple[Candidate, HostState]], request: NovaRequest,
+                  view: KnowledgeView | None) -> list[float]:
         """``weigh`` of every host; a host without instances weighs 0 at once."""
         return [self.weigh(s, request, c) if s.instances else 0.0 for c, s in hosts]

@@ -18,8 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.gpu_locality import room_near_claim
 
 
@@ -41,17 +46,17 @@ class NumaLocalityOptions:
 
 
 @register
-class NumaLocalityWeigher(Weigher):
+class NumaLocalityWeigher(Weigher[NovaRequest, HostState]):
     """Free CPUs and memory on the NUMA nodes of the GPUs the request would take (0..1)."""
 
     name = "weigher_numa_locality"
     Options = NumaLocalityOptions
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only for requests of passthrough GPUs."""
         return request.gpu_count > 0
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """Mean of the CPU and memory shares the GPUs' nodes can hold; 0 without a report."""
         return room_near_claim(host, request, candidate, self.options.headroom,
                                self.options.packing_host_numa_cells)

@@ -16,8 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 
 @dataclass(frozen=True)
@@ -33,13 +38,13 @@ class PciOptions:
 
 
 @register
-class PCIWeigher(Weigher):
+class PCIWeigher(Weigher[NovaRequest, HostState]):
     """Minus the free passthrough devices of the host, scaled."""
 
     name = "weigher_pci"
     Options = PciOptions
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """``-free passthrough GPUs / max_devices``; 0 without a topology report."""
         if host.topology is None:
             return 0.0

@@ -10,19 +10,24 @@ reporting no capacity weigh 0.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import StoragePoolState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    StorageRequest,
+)
 
 
 @register
-class PoolAllocatedCapacityWeigher(Weigher):
+class PoolAllocatedCapacityWeigher(Weigher[StorageRequest, StoragePoolState]):
     """Allocated share of the pool."""
 
     name = "weigher_pool_allocated_capacity"
     host_only = True
     services = ("cinder", "manila")
 
-    def weigh(self, pool, request, candidate) -> float:
+    def weigh(self, pool: StoragePoolState, request: StorageRequest, candidate: Candidate) -> float:
         """``allocated_capacity_gb / total_capacity_gb``."""
         if pool.total_capacity_gb <= 0:
             return 0.0

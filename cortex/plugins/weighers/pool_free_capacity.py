@@ -16,9 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cortex.knowledge.view import StoragePoolState
 from cortex.plugins.base import Weigher
 from cortex.plugins.filters.capacity import wants_thin
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    StorageRequest,
+)
 
 
 @dataclass(frozen=True)
@@ -29,14 +34,14 @@ class PoolFreeCapacityOptions:
 
 
 @register
-class PoolFreeCapacityWeigher(Weigher):
+class PoolFreeCapacityWeigher(Weigher[StorageRequest, StoragePoolState]):
     """Free (virtual, when thin) share of the pool after placement."""
 
     name = "weigher_pool_free_capacity"
     services = ("cinder", "manila")
     Options = PoolFreeCapacityOptions
 
-    def weigh(self, pool, request, candidate) -> float:
+    def weigh(self, pool: StoragePoolState, request: StorageRequest, candidate: Candidate) -> float:
         """The free share in GiB terms, see the module docstring."""
         if pool.total_capacity_gb <= 0:
             return 0.0

@@ -13,8 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cortex.knowledge.view import StoragePoolState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    StorageRequest,
+)
 from cortex.rules.measures import bounded, feature
 
 
@@ -28,7 +33,7 @@ class PoolUtilisationOptions:
 
 
 @register
-class PoolUtilisationWeigher(Weigher):
+class PoolUtilisationWeigher(Weigher[StorageRequest, StoragePoolState]):
     """Minus the bounded utilisation of the pool."""
 
     name = "weigher_pool_utilisation"
@@ -36,7 +41,7 @@ class PoolUtilisationWeigher(Weigher):
     services = ("cinder", "manila")
     Options = PoolUtilisationOptions
 
-    def weigh(self, pool, request, candidate) -> float:
+    def weigh(self, pool: StoragePoolState, request: StorageRequest, candidate: Candidate) -> float:
         """``-bounded(feature)`` in ``[-1, 0]``."""
         value = feature(pool.features, self.options.feature)
         return -bounded(value, self.options.lower_bound, self.options.upper_bound)

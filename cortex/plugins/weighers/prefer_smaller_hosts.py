@@ -13,8 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 
 
 @dataclass(frozen=True)
@@ -32,14 +37,14 @@ class PreferSmallerHostsOptions:
 
 
 @register
-class PreferSmallerHostsWeigher(Weigher):
+class PreferSmallerHostsWeigher(Weigher[NovaRequest, HostState]):
     """One minus the host's capacity relative to the largest offered host."""
 
     name = "weigher_prefer_smaller_hosts"
     Options = PreferSmallerHostsOptions
     largest: MappingProxyType = MappingProxyType({})
 
-    def bind(self, request, view) -> PreferSmallerHostsWeigher:
+    def bind(self, request: NovaRequest, view: KnowledgeView) -> PreferSmallerHostsWeigher:
         """A copy holding the largest capacity per class among the offered known hosts."""
         largest: dict[str, float] = {}
         for candidate in request.candidates:
@@ -51,7 +56,7 @@ class PreferSmallerHostsWeigher(Weigher):
         bound.largest = MappingProxyType(largest)
         return bound
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """Weighted mean of ``1 - capacity / largest`` (0..1)."""
         total = weight_sum = 0.0
         for rc, weight in self.options.resource_weights.items():

@@ -12,18 +12,23 @@ MEMORY_MB inventory weighs 0.
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.measures import free_share
 
 
 @register
-class RAMWeigher(Weigher):
+class RAMWeigher(Weigher[NovaRequest, HostState]):
     """Free share of MEMORY_MB after placement."""
 
     name = "weigher_ram"
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """Highest free share among the named nodes (0 without inventory)."""
         nodes = host.nodes_named(candidate.nodes)
         shares = [free_share(n, "MEMORY_MB", request) for n in nodes]

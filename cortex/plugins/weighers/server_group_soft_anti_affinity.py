@@ -10,22 +10,27 @@ weighed. A positive multiplier scatters the group (Nova's default
 
 from __future__ import annotations
 
+from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    NovaRequest,
+)
 from cortex.rules.measures import group_members_on_host
 
 
 @register
-class ServerGroupSoftAntiAffinityWeigher(Weigher):
+class ServerGroupSoftAntiAffinityWeigher(Weigher[NovaRequest, HostState]):
     """Minus the members of the request's soft-anti-affinity group on the host."""
 
     name = "weigher_server_group_soft_anti_affinity"
 
-    def applies(self, request) -> bool:
+    def applies(self, request: NovaRequest) -> bool:
         """Only for a ``soft-anti-affinity`` group."""
         return bool(request.server_group
                     and request.server_group.policy == "soft-anti-affinity")
 
-    def weigh(self, host, request, candidate) -> float:
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """Minus the member count."""
         return -float(group_members_on_host(host, request.server_group))

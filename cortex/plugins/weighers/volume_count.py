@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cortex.knowledge.view import StoragePoolState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.request import (
+    Candidate,
+    CinderRequest,
+)
 
 
 @dataclass(frozen=True)
@@ -28,7 +33,7 @@ class VolumeCountOptions:
 
 
 @register
-class VolumeCountWeigher(Weigher):
+class VolumeCountWeigher(Weigher[CinderRequest, StoragePoolState]):
     """Volumes on the pool, scaled."""
 
     name = "weigher_volume_count"
@@ -36,6 +41,6 @@ class VolumeCountWeigher(Weigher):
     services = ("cinder",)
     Options = VolumeCountOptions
 
-    def weigh(self, pool, request, candidate) -> float:
+    def weigh(self, pool: StoragePoolState, request: CinderRequest, candidate: Candidate) -> float:
         """``resource_count / scale``."""
         return pool.resource_count / self.options.scale
