@@ -145,7 +145,7 @@ class KnowledgeCollector:
 def kpi_families(view: KnowledgeView) -> list[Metric]:
     """The fleet KPIs of ``view`` as gauge families (see cortex.knowledge.kpis)."""
     host_ratio = GaugeMetricFamily(
-        "cortex_host_utilisation_ratio", "Used over allocatable capacity of a resource class "
+        "cortex_host_utilization_ratio", "Used over allocatable capacity of a resource class "
         "on a host (Placement: (total - reserved) * allocation_ratio).",
         labels=["host", "availability_zone", "resource_class"])
     for host in view.hosts.values():
@@ -153,7 +153,7 @@ def kpi_families(view: KnowledgeView) -> list[Metric]:
             if usage.ratio is not None:
                 host_ratio.add_metric([host.host, kpis.zone_of(host), rc], usage.ratio)
     zone_ratio = GaugeMetricFamily(
-        "cortex_availability_zone_utilisation_ratio",
+        "cortex_availability_zone_utilization_ratio",
         "Used over allocatable capacity of a resource class, summed over a zone's hosts.",
         labels=["availability_zone", "resource_class"])
     for (zone, rc), usage in kpis.zone_usage(view).items():
@@ -172,4 +172,17 @@ def kpi_families(view: KnowledgeView) -> list[Metric]:
         labels=["model", "availability_zone", "request_gpus"])
     for (model, zone, size), count in kpis.stranded_gpus(view).items():
         stranded.add_metric([model, zone, str(size)], count)
-    return [host_ratio, zone_ratio, free, used, stranded]
+    return [host_ratio, zone_ratio, free, used, stranded,
+            *(_deprecated(family) for family in (host_ratio, zone_ratio))]
+
+
+def _deprecated(family: GaugeMetricFamily) -> GaugeMetricFamily:
+    """``family`` again under its former name (``utilisation``), said to be deprecated.
+
+    Dashboards and alerts written for the former names keep working for a release.
+    """
+    old = GaugeMetricFamily(family.name.replace("utilization", "utilisation"),
+                            f"Deprecated: use {family.name}. {family.documentation}")
+    old.samples = [sample._replace(name=sample.name.replace("utilization", "utilisation"))
+                   for sample in family.samples]
+    return old

@@ -104,7 +104,7 @@ def _page(template: str, **context: Any) -> str:
 
 
 def fleet():
-    """``GET /ui``: hosts per availability zone, utilisation, GPUs per model."""
+    """``GET /ui``: hosts per availability zone, utilization, GPUs per model."""
     view = _view()
     zones: dict[str, list[dict[str, Any]]] = {}
     for host in sorted(view.hosts.values(), key=lambda h: h.host):

@@ -557,7 +557,7 @@ class PrometheusLatest(Base):
 
 
 class HostFeature(Base):
-    """A derived per-host feature (GPU utilisation, allocated GPUs, instances, ...).
+    """A derived per-host feature (GPU utilization, allocated GPUs, instances, ...).
 
     Recomputed by the sync from the synced tables of ``source`` whenever that
     source changed; ``unit`` is a base unit (``ratio``, ``bytes``, ``watts``, ``count``).

@@ -1,4 +1,4 @@
-"""Fleet KPIs computed from a knowledge view: utilisation, GPUs per model, fragmentation.
+"""Fleet KPIs computed from a knowledge view: utilization, GPUs per model, fragmentation.
 
 Pure functions over an immutable KnowledgeView, so ``/metrics`` can compute them once
 per knowledge version and the dashboard can show the same numbers. GPUs are counted
@@ -24,7 +24,7 @@ from cortex.knowledge.view import HostState, Inventory, KnowledgeView
 
 #: Request sizes the fragmentation KPI is computed for (GPUs per instance).
 REQUEST_SIZES = (4, 8)
-#: Resource classes shown as host utilisation, in this order (others follow by name).
+#: Resource classes shown as host utilization, in this order (others follow by name).
 MAIN_RESOURCE_CLASSES = ("VCPU", "PCPU", "MEMORY_MB", "DISK_GB")
 _PCI_CLASS = re.compile(r"^CUSTOM_PCI_(?P<vendor>[0-9A-F]{4})_(?P<product>[0-9A-F]{4})$")
 # PCI device ids of NVIDIA data-centre GPUs (vendor 10de), from the PCI ID repository.

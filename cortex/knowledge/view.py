@@ -174,7 +174,7 @@ class StoragePoolState:
     """A Cinder or Manila pool (``host@backend#pool``); capacities in GiB.
 
     Filled by the syncers, empty when unknown: ``features`` (Prometheus features by
-    dotted name, e.g. ``pool.utilisation`` or the storage node's ``cpu.busy``, 0..1) and
+    dotted name, e.g. ``pool.utilization`` or the storage node's ``cpu.busy``, 0..1) and
     ``resource_count`` (volumes or shares on the pool, Cinder's ``VolumeNumberWeigher``
     count).
     """

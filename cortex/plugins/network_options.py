@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -10,6 +11,8 @@ from cortex.plugins.base import Plugin
 from cortex.request import NovaRequest
 from cortex.request.groups import STRATEGIES
 from cortex.rules.network_domains import SCORE_WEIGHTS, GroupPlan, plan_group
+
+LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -20,8 +23,9 @@ class NetworkDomainOptions:
     ``distributed``, ``balanced``); ``hard``: enforce the strategy's domain for every
     group (otherwise only for ``latency_sensitive`` requests); ``hosts_per_leaf`` and
     ``gpus_per_leaf`` (0: no limit): the domain rule's leaf size; ``score_weights``:
-    ``availability``, ``alignment``, ``utilisation``, ``history`` (missing ones keep
-    the reference's 0.4 / 0.3 / 0.2 / 0.1).
+    ``availability``, ``alignment``, ``utilization``, ``history`` (missing ones keep
+    the reference's 0.4 / 0.3 / 0.2 / 0.1; ``utilisation``, the former spelling, is read
+    as ``utilization`` with a warning).
     """
 
     strategy: str = "balanced"
@@ -35,6 +39,11 @@ class NetworkDomainOptions:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}")
         if self.hosts_per_leaf < 1 or self.gpus_per_leaf < 0:
             raise ValueError("hosts_per_leaf must be >= 1 and gpus_per_leaf >= 0")
+        if "utilisation" in self.score_weights:
+            LOG.warning("score_weights: 'utilisation' is deprecated: use 'utilization'")
+            weights = dict(self.score_weights)
+            weights.setdefault("utilization", weights.pop("utilisation"))
+            object.__setattr__(self, "score_weights", weights)
         unknown = set(self.score_weights) - set(SCORE_WEIGHTS)
         if unknown:
             raise ValueError(f"unknown score weight(s) {', '.join(sorted(unknown))} "

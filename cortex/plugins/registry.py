@@ -8,6 +8,7 @@ the entry-point groups ``cortex.filters`` and ``cortex.weighers``.
 from __future__ import annotations
 
 import importlib
+import logging
 import pkgutil
 from importlib.metadata import entry_points
 from typing import Any, TypeVar
@@ -16,6 +17,9 @@ from cortex.plugins.base import Filter, Plugin, Weigher
 
 P = TypeVar("P", bound=type[Plugin])
 
+LOG = logging.getLogger(__name__)
+#: Former plugin names still accepted in pipelines.yaml, with a warning: old -> new.
+DEPRECATED_NAMES = {"weigher_pool_utilisation": "weigher_pool_utilization"}
 FILTERS: dict[str, type[Filter]] = {}
 WEIGHERS: dict[str, type[Weigher]] = {}
 ENTRY_POINT_GROUPS = {"cortex.filters": FILTERS, "cortex.weighers": WEIGHERS}
@@ -76,6 +80,9 @@ def load_all() -> None:
 def lookup(kind: str, name: str) -> type[Plugin]:
     """The class registered as ``name`` (kind ``filter`` or ``weigher``); PluginError if none."""
     table = FILTERS if kind == "filter" else WEIGHERS
+    if name in DEPRECATED_NAMES:
+        LOG.warning("%s %s is deprecated: use %s", kind, name, DEPRECATED_NAMES[name])
+        name = DEPRECATED_NAMES[name]
     try:
         return table[name]
     except KeyError:

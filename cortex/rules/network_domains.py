@@ -15,7 +15,7 @@ configurable (the reference's 0.4 / 0.3 / 0.2 / 0.1):
   Placement inventories (and free GPUs), in-flight reservations included;
 - topology alignment: the share of the group's members already placed that sit in
   the domain, averaged with whether the domain is the ``preferred_domain``;
-- domain utilisation: the used share of the domain's capacity of the requested
+- domain utilization: the used share of the domain's capacity of the requested
   resource classes (fuller first, so that empty domains stay whole);
 - history: the share of the domain's hosts without recent build failures.
 
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SCORE_WEIGHTS = {"availability": 0.4, "alignment": 0.3, "utilisation": 0.2, "history": 0.1}
+SCORE_WEIGHTS = {"availability": 0.4, "alignment": 0.3, "utilization": 0.2, "history": 0.1}
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ def score_domain(leaves: frozenset[str], hosts_by_leaf: Mapping[str, list[Any]],
     terms = {
         "availability": min(1.0, room / remaining) if remaining > 0 else 1.0,
         "alignment": sum(alignment) / len(alignment) if alignment else 1.0,
-        "utilisation": (sum(used_share(s, request) for s in states) / len(states)
+        "utilization": (sum(used_share(s, request) for s in states) / len(states)
                         if states else 0.0),
         "history": (sum(1 for s in states if not s.failed_builds) / len(states)
                     if states else 0.0),

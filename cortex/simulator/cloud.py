@@ -121,7 +121,7 @@ class SimHost:
         return HostTopology(cells=cells, gpus=gpus, links=self.base.links)
 
     def _features(self) -> dict[str, float]:
-        """Power, utilisation, temperature and framebuffer from the GPUs in use."""
+        """Power, utilization, temperature and framebuffer from the GPUs in use."""
         count = len(self.base.gpus)
         if not count:
             return {}

@@ -236,7 +236,7 @@ def test_metrics_need_the_reader_role(static_app, headers, status):
     assert response.status_code == status
     if status == 200:
         assert b"cortex_decisions_unstorable_total" in response.data
-        assert b"cortex_host_utilisation_ratio" in response.data
+        assert b"cortex_host_utilization_ratio" in response.data
 
 
 def test_public_metrics_option_opens_metrics(engine):

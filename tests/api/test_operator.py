@@ -256,15 +256,19 @@ def test_knowledge_age_version_and_kpis_are_exposed(client, app):
     assert len(age) == 1 and 0 <= age[0].value < 60
     view = app.extensions["cortex"].knowledge.current
     assert found["cortex_knowledge_version"].samples[0].value == view.version
-    ratio = samples(found["cortex_host_utilisation_ratio"], host="cmp0008",
+    ratio = samples(found["cortex_host_utilization_ratio"], host="cmp0008",
                     resource_class="CUSTOM_PCI_10DE_2330")
     assert ratio[0].value == 1.0  # 8 of 8 H100 in use
     free = samples(found["cortex_gpus_free"], model="H100 SXM5 80GB", availability_zone="az-1")
     assert free and free[0].value > 0
     assert samples(found["cortex_gpus_stranded"], request_gpus="8")
-    zone = samples(found["cortex_availability_zone_utilisation_ratio"],
+    zone = samples(found["cortex_availability_zone_utilization_ratio"],
                    availability_zone="az-2", resource_class="VCPU")
     assert zone and 0 <= zone[0].value <= 1
+    for name in ("cortex_host_utilization_ratio", "cortex_availability_zone_utilization_ratio"):
+        former = found[name.replace("utilization", "utilisation")]  # deprecated, kept a release
+        assert former.documentation.startswith(f"Deprecated: use {name}")
+        assert [s.value for s in former.samples] == [s.value for s in found[name].samples]
 
 
 def test_decision_queue_depth_returns_to_zero_after_writes(client, app):

@@ -17,7 +17,7 @@ NAMES = ("cortex_scheduler_request_duration_seconds", "cortex_scheduler_requests
          "cortex_pipeline_step_duration_seconds", "cortex_pipeline_hosts_removed",
          "cortex_pipeline_reordered", "cortex_knowledge_age_seconds",
          "cortex_decision_queue_depth", "cortex_decisions_dropped", "cortex_gpus_free",
-         "cortex_gpus_stranded", "cortex_host_utilisation_ratio")
+         "cortex_gpus_stranded", "cortex_host_utilization_ratio")
 
 
 def scrape(base):

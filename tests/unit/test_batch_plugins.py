@@ -188,11 +188,11 @@ def test_the_fleet_exercises_the_batch_paths():
 
 def test_host_only_answers_are_kept_per_service():
     """A pool and a host of the same name never share a host-only plugin's answer."""
-    pools = [pool("cmp000", capabilities={}, features={"pool.utilisation": 0.95}, count=30),
-             pool("cmp001", features={"pool.utilisation": 0.1}, count=2)]
+    pools = [pool("cmp000", capabilities={}, features={"pool.utilization": 0.95}, count=30),
+             pool("cmp001", features={"pool.utilization": 0.1}, count=2)]
     knowledge = view(*FLEET[:2], pools=pools, service="cinder")
     request = storage("cinder", "create-volume-thin-qos", hosts=["cmp000", "cmp001"])
-    for name in ("weigher_volume_count", "weigher_pool_utilisation",
+    for name in ("weigher_volume_count", "weigher_pool_utilization",
                  "weigher_pool_allocated_capacity"):
         plugin = WEIGHERS[name]()
         pairs = [(c, knowledge.pools["cinder"][c.host]) for c in request.candidates]

@@ -1,4 +1,4 @@
-"""Fleet KPIs from a knowledge view: utilisation, GPUs per model, stranded GPUs."""
+"""Fleet KPIs from a knowledge view: utilization, GPUs per model, stranded GPUs."""
 
 import pytest
 

@@ -1,6 +1,7 @@
 """Network domains for groups: where locations come from, the domain rule, filter and weigher."""
 
 import dataclasses
+import logging
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 
@@ -242,3 +243,10 @@ def test_options_are_checked():
     for bad in ({"strategy": "packed"}, {"hosts_per_leaf": 0}, {"score_weights": {"x": 1.0}}):
         with pytest.raises(ValueError):
             build_options(NetworkDomainFilter, bad)
+
+
+def test_the_former_spelling_of_a_score_weight_is_read(caplog):
+    with caplog.at_level(logging.WARNING, logger="cortex.plugins.network_options"):
+        options = build_options(NetworkDomainFilter, {"score_weights": {"utilisation": 0.5}})
+    assert options.score_weights == {"utilization": 0.5}
+    assert "'utilisation' is deprecated" in caplog.text

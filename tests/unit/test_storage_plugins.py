@@ -1,5 +1,6 @@
 """Cinder and Manila filters and weighers, table by table (pools, types, expected outcome)."""
 
+import logging
 import math
 
 import pytest
@@ -10,7 +11,7 @@ from cortex.plugins.filters.capacity import CapacityFilter, wants_thin
 from cortex.plugins.filters.pool_capabilities import PoolCapabilitiesFilter
 from cortex.plugins.weighers.pool_allocated_capacity import PoolAllocatedCapacityWeigher
 from cortex.plugins.weighers.pool_free_capacity import PoolFreeCapacityWeigher
-from cortex.plugins.weighers.pool_utilisation import PoolUtilisationWeigher
+from cortex.plugins.weighers.pool_utilization import PoolUtilizationWeigher
 from cortex.plugins.weighers.volume_count import VolumeCountWeigher
 from cortex.request import CinderRequest, ManilaRequest
 from cortex.request.base import Candidate
@@ -175,18 +176,34 @@ def test_volume_count():
 
 
 @pytest.mark.parametrize("features, expected", [
-    ({}, 0.0), ({"pool.utilisation": 0.3}, 0.0), ({"pool.utilisation": 0.7}, -0.5),
-    ({"pool.utilisation": 0.9}, -1.0), ({"pool.utilisation": 1.0}, -1.0),
+    ({}, 0.0), ({"pool.utilization": 0.3}, 0.0), ({"pool.utilization": 0.7}, -0.5),
+    ({"pool.utilization": 0.9}, -1.0), ({"pool.utilization": 1.0}, -1.0),
 ])
-def test_pool_utilisation(features, expected):
-    plugin = PoolUtilisationWeigher(build_options(
-        PoolUtilisationWeigher, {"lower_bound": 0.5, "upper_bound": 0.9}))
+def test_pool_utilization(features, expected):
+    plugin = PoolUtilizationWeigher(build_options(
+        PoolUtilizationWeigher, {"lower_bound": 0.5, "upper_bound": 0.9}))
     weight = plugin.weigh(pool("p", features=features), typed("cinder", {}), None)
     assert math.isclose(weight, expected)
 
 
-def test_pool_utilisation_reads_the_named_feature():
-    plugin = PoolUtilisationWeigher(build_options(
-        PoolUtilisationWeigher, {"feature": "cpu.busy", "lower_bound": 0.0, "upper_bound": 1.0}))
-    state = pool("p", features={"cpu.busy": 0.25, "pool.utilisation": 0.9})
+def test_the_former_spellings_are_still_read(caplog):
+    from cortex.pipeline.config import build_pipelines
+
+    with caplog.at_level(logging.WARNING, logger="cortex.plugins.registry"):
+        pipelines = build_pipelines({"defaults": {"cinder": "p"}, "pipelines": {"p": {
+            "service": "cinder", "weighers": [{"name": "weigher_pool_utilisation"}]}}})
+    assert pipelines.pipelines["p"].weighers[0].name == "weigher_pool_utilization"
+    assert "weigher_pool_utilisation is deprecated" in caplog.text
+    plugin = PoolUtilizationWeigher(build_options(
+        PoolUtilizationWeigher, {"lower_bound": 0.5, "upper_bound": 0.9}))
+    old = pool("p", features={"pool.utilisation": 0.7})
+    assert math.isclose(plugin.weigh(old, typed("cinder", {}), None), -0.5)
+    both = pool("p", features={"pool.utilisation": 0.7, "pool.utilization": 0.9})
+    assert plugin.weigh(both, typed("cinder", {}), None) == -1.0
+
+
+def test_pool_utilization_reads_the_named_feature():
+    plugin = PoolUtilizationWeigher(build_options(
+        PoolUtilizationWeigher, {"feature": "cpu.busy", "lower_bound": 0.0, "upper_bound": 1.0}))
+    state = pool("p", features={"cpu.busy": 0.25, "pool.utilization": 0.9})
     assert plugin.weigh(state, typed("manila", {}), None) == -0.25

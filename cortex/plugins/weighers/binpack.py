@@ -38,13 +38,13 @@ class BinpackOptions:
 
 @register
 class BinpackWeigher(Weigher[NovaRequest, HostState]):
-    """Utilisation after placement, weighted per resource class (0..1, may exceed 1)."""
+    """Utilization after placement, weighted per resource class (0..1, may exceed 1)."""
 
     name = "weigher_binpack"
     Options = BinpackOptions
 
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
-        """Weighted mean utilisation of the first named node after placement."""
+        """Weighted mean utilization of the first named node after placement."""
         node = host.nodes_named(candidate.nodes)[0]
         total = weight_sum = 0.0
         for rc, weight in self.options.resource_weights.items():

@@ -1,7 +1,7 @@
 """weigher_gpu_load: prefer GPU hosts with idle, cool GPUs and free framebuffer.
 
 Rule: from the DCGM features cortex-sync keeps per host (``etc/cortex/prometheus-queries.yaml``):
-utilisation ``gpu.utilization`` (ratio, mean over the host's GPUs; ``utilization_feature``
+utilization ``gpu.utilization`` (ratio, mean over the host's GPUs; ``utilization_feature``
 may name its ``.window_mean``), framebuffer use ``gpu.framebuffer_used_bytes /
 (used + gpu.framebuffer_free_bytes)`` and the hottest GPU's ``gpu.temperature_celsius``
 mapped from ``temperature_bounds`` onto 0..1. The raw weight is minus the weighted mean
@@ -31,7 +31,7 @@ REQUEST_KINDS = ("vgpu", "gpu")
 
 @dataclass(frozen=True)
 class GpuLoadOptions:
-    """Weights of utilisation, framebuffer and temperature (>= 0), the bounds in degrees C."""
+    """Weights of utilization, framebuffer and temperature (>= 0), the bounds in degrees C."""
 
     utilization_weight: float = 1.0
     framebuffer_weight: float = 1.0
