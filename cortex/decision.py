@@ -200,11 +200,6 @@ class Decision:
         """The weigher steps that ran and gave values, in pipeline order."""
         return tuple(s for s in self.steps if s.weighs)
 
-    def with_outcome(self, outcome: str, status: int, detail: str | None = None,
-                     **fields: Any) -> Decision:
-        """This decision with its outcome, status, detail and any other ``fields`` set."""
-        return replace(self, outcome=outcome, status=status, detail=detail, **fields)
-
     # -- the caller's view ---------------------------------------------------------------
 
     def caller_first(self) -> str | None:

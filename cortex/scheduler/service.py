@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -202,24 +202,32 @@ class SchedulerService:
         under ``promise_failure_policy = fail``).
         """
         started = time.perf_counter() if started is None else started
-        decision = _called(request, call_id, options)
-        live = not options.simulated
+        live, name = not options.simulated, None
         if live and isinstance(request, NovaRequest) and request.disbelieved_intent:
             self._disbelieved(request)
         try:
             pipeline = self._choose(request, options)
-            decision = replace(decision, pipeline=pipeline.name)
+            name = pipeline.name
             view, result = self._run(pipeline, request, options, started)
         except _Failure as failure:
-            failed = decision.with_outcome("rejected" if failure.status < 500 else "error",
-                                           failure.status, failure.detail)
-            failed = self._finish(failed, started, options, record=live and options.record)
+            record = live and options.record and self.recorder is not None
+            failed = _decision(request, options, call_id, started, record, pipeline=name,
+                               status=failure.status, detail=failure.detail,
+                               outcome="rejected" if failure.status < 500 else "error")
+            self._finish(failed, started, options, record)
             raise SchedulingFailed(failure.status, failure.detail, failure.code,
                                    failed) from None
-        decision = _answered(decision, result, view.version, options)
+        record = options.record and self.recorder is not None
+        decision = _decision(
+            request, options, call_id, started, record, pipeline=name,
+            result=tuple(result.hosts), unknown_hosts=tuple(result.unknown_hosts),
+            steps=tuple(result.steps), weighed=tuple(result.weighed),
+            final_weights=MappingProxyType(result.weights), knowledge_version=view.version,
+            status=200, outcome="simulated" if options.simulated else "ok")
         if live:
             self._observe(decision, request, view)
-        return self._finish(decision, started, options, record=options.record)
+        self._finish(decision, started, options, record)
+        return decision
 
     def refused(self, service: str, status: int, detail: str, started: float) -> None:
         """Count and log a call the HTTP layer refused before it became a request.
@@ -345,17 +353,12 @@ class SchedulerService:
                 pipeline, "connected" if connected else "not_connected").inc()
 
     def _finish(self, decision: Decision, started: float, options: RunOptions,
-                record: bool) -> Decision:
-        """Count and log a call (not a simulation); record it when asked: its new id."""
-        duration = time.perf_counter() - started
+                record: bool) -> None:
+        """Count and log a call (not a simulation); hand it to the recorder when asked."""
         if not options.simulated:
             self._account(decision, started)
-        if not record or self.recorder is None:
-            return decision
-        recorded = replace(decision, id=new_uuid(), created_at=datetime.now(UTC),
-                           duration_ms=duration * 1000)
-        self.recorder.submit(recorded)
-        return recorded
+        if record and self.recorder is not None:
+            self.recorder.submit(decision)
 
     def _account(self, decision: Decision, started: float) -> None:
         """The call's duration and outcome in the metrics, and its log line."""
@@ -372,25 +375,21 @@ class SchedulerService:
                  len(decision.result or ()), duration * 1000, detail)
 
 
-def _called(request: SchedulingRequest, call_id: str | None, options: RunOptions) -> Decision:
-    """The decision's inputs: the service, the caller's ids and intent, the candidates."""
+def _decision(request: SchedulingRequest, options: RunOptions, call_id: str | None,
+              started: float, record: bool, **answer: Any) -> Decision:
+    """The call's Decision: its inputs, ``answer`` (pipeline, result, status...), timing.
+
+    A decision to record gets its id and creation time; its duration runs from
+    ``started`` to now.
+    """
     return Decision(
         service=request.service, hosts=tuple(c.host for c in request.candidates),
         weights=MappingProxyType({c.host: c.weight for c in request.candidates}),
         request_id=request.request_id, global_request_id=request.global_request_id,
         resource_id=request.resource_id, intent=request.intent, api_request_id=call_id,
-        simulated=options.simulated, overrides=options.overrides if options.simulated else None)
-
-
-def _answered(decision: Decision, result: PipelineResult, version: int,
-              options: RunOptions) -> Decision:
-    """``decision`` with the pipeline's result and answer, status 200."""
-    return replace(decision, result=tuple(result.hosts),
-                   unknown_hosts=tuple(result.unknown_hosts), steps=tuple(result.steps),
-                   weighed=tuple(result.weighed),
-                   final_weights=MappingProxyType(dict(result.weights)),
-                   knowledge_version=version, status=200, detail=None,
-                   outcome="simulated" if options.simulated else "ok")
+        simulated=options.simulated, overrides=options.overrides if options.simulated else None,
+        id=new_uuid() if record else None, created_at=datetime.now(UTC) if record else None,
+        duration_ms=(time.perf_counter() - started) * 1000, **answer)
 
 
 def gpu_placement(request: SchedulingRequest, view: KnowledgeView,
