@@ -13,6 +13,7 @@ filter costs one lookup per host.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -49,7 +50,10 @@ class NumaCell:
 
     ``siblings`` are the SMT sibling sets of the cell's CPUs as sysfs reports them;
     ``usable_siblings`` keeps only CPUs Nova may use (``pcpuset | cpuset``), as the
-    libvirt driver does. Derived fields are computed at construction.
+    libvirt driver does. The facts that do not depend on the cell's usage
+    (``usable_siblings``, ``threads_per_core``) are the same objects on every host of a
+    model (:func:`_sibling_facts`); ``free_pcpus`` and ``cores_with_free``, which do, are
+    computed when first asked and kept.
     """
 
     id: int
@@ -64,28 +68,37 @@ class NumaCell:
     pinned_cpus: frozenset[int] = frozenset()
     mempages: tuple[MemPages, ...] = ()
     distances: tuple[int, ...] = ()
-    free_pcpus: frozenset[int] = field(init=False, compare=False)
     usable_siblings: tuple[frozenset[int], ...] = field(init=False, compare=False)
     threads_per_core: int = field(init=False, compare=False)
-    cores_with_free: tuple[int, ...] = field(init=False, compare=False)
+    avail_pcpus: int = field(init=False, compare=False)
+    _lazy: dict[str, Any] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        usable = self.pcpuset | self.cpuset
-        siblings = tuple(s & usable for s in self.siblings if s & usable)
-        free = self.pcpuset - self.pinned_cpus
-        per_core = sorted((len(s & free) for s in siblings), reverse=True)
-        threads = max((len(s) for s in siblings), default=1) or 1
-        # cores_with_free[t] = number of cores with at least t free pinnable CPUs
-        counts = tuple(sum(1 for n in per_core if n >= t) for t in range(threads + 1))
-        object.__setattr__(self, "free_pcpus", free)
+        siblings, threads = _sibling_facts(self.siblings, self.pcpuset | self.cpuset)
         object.__setattr__(self, "usable_siblings", siblings)
         object.__setattr__(self, "threads_per_core", threads)
-        object.__setattr__(self, "cores_with_free", counts)
+        object.__setattr__(self, "avail_pcpus",
+                           len(self.pcpuset) - len(self.pcpuset & self.pinned_cpus))
+        object.__setattr__(self, "_lazy", {})
 
     @property
-    def avail_pcpus(self) -> int:
-        """Free pinnable CPUs: ``len(pcpuset - pinned_cpus)``."""
-        return len(self.free_pcpus)
+    def free_pcpus(self) -> frozenset[int]:
+        """Free pinnable CPUs: ``pcpuset - pinned_cpus`` (``avail_pcpus`` of them)."""
+        found = self._lazy.get("free")
+        if found is None:
+            found = self._lazy["free"] = self.pcpuset - self.pinned_cpus
+        return found
+
+    @property
+    def cores_with_free(self) -> tuple[int, ...]:
+        """``[t]``: the cores with at least ``t`` free pinnable CPUs (``t`` up to the threads)."""
+        found = self._lazy.get("cores")
+        if found is None:
+            free = self.free_pcpus
+            per_core = [len(s & free) for s in self.usable_siblings]
+            found = self._lazy["cores"] = tuple(
+                sum(1 for n in per_core if n >= t) for t in range(self.threads_per_core + 1))
+        return found
 
     @property
     def avail_memory(self) -> int:
@@ -210,7 +223,9 @@ class HostTopology:
     ``free_mig`` (free MIG instances per profile), ``time_sliced_vgpu`` (a vGPU host GPU
     without MIG: capacity unknown), ``has_threads`` (Nova's ``NUMATopology.has_threads``),
     ``sockets_known`` (every cell reports a socket), ``nvlink_islands`` (GPUs joined by
-    NVLink, largest first).
+    NVLink, largest first). ``memo`` holds what the rules derive from this topology
+    alone (its GPU pair matrix, :func:`cortex.rules.gpu_sets.gpu_map`); a changed
+    topology is a new object with an empty one.
     """
 
     cells: tuple[NumaCell, ...]
@@ -227,6 +242,7 @@ class HostTopology:
     has_threads: bool = field(init=False, compare=False)
     sockets_known: bool = field(init=False, compare=False)
     nvlink_islands: tuple[frozenset[str], ...] = field(init=False, compare=False)
+    memo: dict[str, Any] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         free_mig: dict[str, int] = {}
@@ -244,6 +260,7 @@ class HostTopology:
             "has_threads": any(len(s) > 1 for c in self.cells for s in c.usable_siblings),
             "sockets_known": all(c.socket is not None for c in self.cells),
             "nvlink_islands": _islands(self.gpus, self.links.values()),
+            "memo": {},
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -255,6 +272,29 @@ class HostTopology:
     def cell(self, cell_id: int) -> NumaCell | None:
         """The cell with this id, or None."""
         return next((c for c in self.cells if c.id == cell_id), None)
+
+
+_SIBLING_FACTS: dict[tuple[tuple[frozenset[int], ...], frozenset[int]],
+                     tuple[tuple[frozenset[int], ...], int]] = {}
+
+
+def _sibling_facts(siblings: tuple[frozenset[int], ...], usable: frozenset[int]
+                   ) -> tuple[tuple[frozenset[int], ...], int]:
+    """``(usable sibling sets, threads per core)`` of a cell, shared by equal cells.
+
+    Every host of a model has the same sibling sets and CPU sets (the parsed lists are
+    shared too, :func:`cortex.cpuset.parse_cpuset`), so the usable sets are computed and
+    held once per model, not once per host. The table is cleared past 4,096 entries.
+    """
+    key = (siblings, usable)
+    found = _SIBLING_FACTS.get(key)
+    if found is None:
+        usable_siblings = tuple(s & usable for s in siblings if s & usable)
+        threads = max((len(s) for s in usable_siblings), default=1) or 1
+        if len(_SIBLING_FACTS) >= 4096:
+            _SIBLING_FACTS.clear()
+        found = _SIBLING_FACTS[key] = (usable_siblings, threads)
+    return found
 
 
 def _islands(gpus: Iterable[Gpu], links: Iterable[GpuLink]) -> tuple[frozenset[str], ...]:
@@ -292,16 +332,13 @@ def topology_from_report(report: Mapping[str, Any], reported_at: datetime | None
             gpu = replace(gpu, in_use=placement_in_use[gpu.pci_address],
                           in_use_source="placement")
         gpus.append(gpu)
-    links: dict[tuple[str, str], GpuLink] = {}
-    for raw in report.get("gpu_links", ()):
-        link = GpuLink(raw["a"], raw["b"], int(raw.get("nvlink") or 0), raw.get("p2p_nvlink"),
-                       raw.get("topology"))
-        links[(link.a, link.b)] = links[(link.b, link.a)] = link
     return HostTopology(
         cells=tuple(sorted((_cell(c) for c in report.get("numa_cells", ())),
                            key=lambda c: c.id)),
         gpus=tuple(sorted(gpus, key=lambda g: g.pci_address)),
-        links=MappingProxyType(links),
+        links=_links(tuple((raw["a"], raw["b"], int(raw.get("nvlink") or 0),
+                            raw.get("p2p_nvlink"), raw.get("topology"))
+                           for raw in report.get("gpu_links", ()))),
         nics=tuple(Nic(n["name"], n.get("pci_address"), n.get("numa_node"))
                    for n in report.get("nics", ())),
         reported_at=reported_at,
@@ -310,13 +347,53 @@ def topology_from_report(report: Mapping[str, Any], reported_at: datetime | None
     )
 
 
+_LINKS: dict[tuple, Mapping[tuple[str, str], GpuLink]] = {}
+_SIBLINGS: dict[tuple[str, ...], tuple[frozenset[int], ...]] = {}
+
+
+def _links(rows: tuple[tuple[str, str, int, str | None, str | None], ...]
+           ) -> Mapping[tuple[str, str], GpuLink]:
+    """The pair map of ``rows`` (``a, b, nvlink, p2p_nvlink, topology``), shared by equal ones.
+
+    The hosts of one model report the same links between the same PCI addresses, so
+    their maps are one object (the GPU pair matrix built on it is shared too,
+    :func:`cortex.rules.gpu_sets.gpu_map`). The table is cleared past 4,096 entries.
+    """
+    found = _LINKS.get(rows)
+    if found is None:
+        links: dict[tuple[str, str], GpuLink] = {}
+        for a, b, nvlink, p2p, level in rows:
+            link = GpuLink(_name(a), _name(b), nvlink, _name(p2p), _name(level))
+            links[(link.a, link.b)] = links[(link.b, link.a)] = link
+        if len(_LINKS) >= 4096:
+            _LINKS.clear()
+        found = _LINKS[rows] = MappingProxyType(links)
+    return found
+
+
+def _siblings(texts: Iterable[str]) -> tuple[frozenset[int], ...]:
+    """The parsed sibling sets of a cell, the same tuple for every equal list."""
+    key = tuple(texts)
+    found = _SIBLINGS.get(key)
+    if found is None:
+        if len(_SIBLINGS) >= 4096:
+            _SIBLINGS.clear()
+        found = _SIBLINGS[key] = tuple(parse_cpuset(s) for s in key)
+    return found
+
+
+def _name(value: Any) -> Any:
+    """``value``, a str interned (PCI addresses, models, levels recur on every host)."""
+    return sys.intern(value) if isinstance(value, str) else value
+
+
 def _cell(raw: Mapping[str, Any]) -> NumaCell:
     """A NumaCell from a report cell."""
     return NumaCell(
         id=int(raw["id"]), socket=raw.get("socket"), cpus=parse_cpuset(raw.get("cpus")),
         pcpuset=parse_cpuset(raw.get("dedicated_cpus")),
         cpuset=parse_cpuset(raw.get("shared_cpus")),
-        siblings=tuple(parse_cpuset(s) for s in raw.get("siblings", ())),
+        siblings=_siblings(raw.get("siblings", ())),
         memory=int(raw["memory_mb"]), memory_usage=int(raw.get("memory_usage_mb") or 0),
         cpu_usage=int(raw.get("cpu_usage") or 0),
         pinned_cpus=parse_cpuset(raw.get("pinned_cpus")),
@@ -333,23 +410,24 @@ def _gpu(raw: Mapping[str, Any]) -> Gpu:
     health = raw.get("health") or {}
     fabric = raw.get("fabric") or {}
     return Gpu(
-        pci_address=raw["pci_address"], vendor_id=raw.get("vendor_id") or "10de",
-        device_id=raw.get("device_id"), index=raw.get("index"), uuid=raw.get("uuid"),
-        name=raw.get("name"), dev_type=raw.get("dev_type") or "type-PCI",
-        driver=raw.get("driver"), memory_mb=raw.get("memory_mb"),
-        numa_node=raw.get("numa_node"), numa_source=raw.get("numa_source"),
+        pci_address=_name(raw["pci_address"]), vendor_id=_name(raw.get("vendor_id") or "10de"),
+        device_id=_name(raw.get("device_id")), index=raw.get("index"), uuid=raw.get("uuid"),
+        name=_name(raw.get("name")), dev_type=_name(raw.get("dev_type") or "type-PCI"),
+        driver=_name(raw.get("driver")), memory_mb=raw.get("memory_mb"),
+        numa_node=raw.get("numa_node"), numa_source=_name(raw.get("numa_source")),
         pci_numa_node=raw.get("pci_numa_node"),
         cpu_affinity=parse_cpuset(raw.get("cpu_affinity")),
-        mig_mode=mig.get("mode"),
+        mig_mode=_name(mig.get("mode")),
         mig_instances=tuple(MigInstance(
-            int(i["id"]), int(i["profile_id"]), i["profile"], int(i.get("placement_start", 0)),
+            int(i["id"]), int(i["profile_id"]), _name(i["profile"]),
+            int(i.get("placement_start", 0)),
             int(i.get("placement_size", 0)), int(i.get("memory_mb", 0)), bool(i.get("in_use")))
             for i in sorted(mig.get("instances", ()), key=lambda i: i["id"])),
-        virtualization_mode=raw.get("virtualization_mode"),
-        compute_capability=raw.get("compute_capability"),
+        virtualization_mode=_name(raw.get("virtualization_mode")),
+        compute_capability=_name(raw.get("compute_capability")),
         healthy=bool(health.get("healthy", True)),
         health_reasons=tuple(health.get("reasons", ())),
-        in_use=bool(raw.get("in_use")), in_use_source=raw.get("in_use_source"),
+        in_use=bool(raw.get("in_use")), in_use_source=_name(raw.get("in_use_source")),
         vgpus_in_use=int(raw.get("vgpus_in_use") or 0),
         fabric_clique=fabric.get("clique_id"), fabric_cluster=fabric.get("cluster_uuid"),
     )

@@ -245,41 +245,33 @@ def vgpu_usefulness(free: Sequence[int], sizes: Sequence[tuple[int, float]], slo
     return sum(p * sum(f for f in free if f >= s) for s, p in sizes) / max(1, slots)
 
 
-class _Registry:
-    """GpuMaps by topology: kept while the host's GPUs and links objects stay the same.
-
-    Knowledge views are immutable and replaced on change, and a view reuses an unchanged
-    host's topology objects, so the map of a host survives view changes and is built
-    again only when its topology was reloaded. Keyed by the identity of the ``links``
-    mapping (held, so the identity cannot be reused) and the GPU addresses, never by the
-    knowledge version number.
-    """
-
-    def __init__(self, limit: int = 20000) -> None:
-        self._maps: dict[int, tuple[Any, tuple[str, ...], GpuMap]] = {}
-        self._limit = limit
-
-    def get(self, topology: HostTopology) -> GpuMap:
-        """The GpuMap of ``topology``, built on first use."""
-        links = topology.links
-        entry = self._maps.get(id(links))
-        if entry is not None and entry[0] is links and len(entry[1]) == len(topology.gpus) \
-                and all(a == g.pci_address for a, g in zip(entry[1], topology.gpus,
-                                                           strict=True)):
-            return entry[2]
-        gpu_map = GpuMap.build(topology)
-        if len(self._maps) >= self._limit:
-            self._maps.clear()
-        self._maps[id(links)] = (links, gpu_map.addresses, gpu_map)
-        return gpu_map
-
-
-_REGISTRY = _Registry()
+_MAPS: dict[tuple, tuple[Any, GpuMap]] = {}
+_MAPS_LIMIT = 20000
 
 
 def gpu_map(topology: HostTopology) -> GpuMap:
-    """The (cached) GpuMap of a host topology."""
-    return _REGISTRY.get(topology)
+    """The GpuMap of a host topology, kept in its ``memo`` and shared by equal hosts.
+
+    The map depends on the GPUs' addresses and NUMA nodes, the cells' sockets and the
+    links. Hosts of one model report the same links, and the loader gives them one
+    ``links`` object (:func:`cortex.knowledge.topology.topology_from_report`), so hosts
+    equal in all of these share one map, and with it the results it memoises per set of
+    free GPUs. The table of shared maps is keyed by those facts (the links by identity,
+    held so that it cannot be reused) and cleared past 20,000 entries.
+    """
+    found = topology.memo.get("gpu_map")
+    if found is None:
+        links = topology.links
+        key = (id(links), tuple(g.pci_address for g in topology.gpus),
+               tuple(gpu_node(g) for g in topology.gpus),
+               tuple((c.id, c.socket) for c in topology.cells))
+        entry = _MAPS.get(key)
+        if entry is None or entry[0] is not links:
+            if len(_MAPS) >= _MAPS_LIMIT:
+                _MAPS.clear()
+            entry = _MAPS[key] = (links, GpuMap.build(topology))
+        found = topology.memo["gpu_map"] = entry[1]
+    return found
 
 
 def can_place_connected(topology: HostTopology, count: int) -> bool:

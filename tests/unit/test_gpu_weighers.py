@@ -61,11 +61,15 @@ def test_pair_across_numa_nodes_of_one_socket():
     assert gpu_map(topology).levels[0][1] == "cross_numa"
 
 
-def test_maps_are_cached_while_the_links_object_lives():
+def test_maps_are_shared_by_hosts_equal_in_gpus_nodes_and_links():
     topology = board_topology("hgx-h100-8gpu")
     used = replace(topology, gpus=tuple(replace(g, in_use=True) for g in topology.gpus))
-    assert gpu_map(topology) is gpu_map(used)            # same links: the same map
-    assert gpu_map(board_topology("hgx-h100-8gpu")) is not gpu_map(topology)
+    assert gpu_map(topology) is gpu_map(used)            # usage aside, the same host
+    assert gpu_map(board_topology("hgx-h100-8gpu")) is gpu_map(topology)  # same model
+    moved = replace(topology, gpus=tuple(replace(g, numa_node=1 - g.numa_node)
+                                         for g in topology.gpus))
+    assert gpu_map(moved) is not gpu_map(topology)       # other NUMA nodes: its own map
+    assert gpu_map(moved).nodes == tuple(g.numa_node for g in moved.gpus)
 
 
 @pytest.mark.parametrize("board, free, k, how, quality", [
