@@ -203,6 +203,13 @@ OPTIONS: tuple[Option, ...] = (
            "cortex_scheduler_unpromised_answers_total; Placement's claim still decides), "
            "'fail' answers 503 so Nova keeps its own order.",
            choices=("answer", "fail")),
+    Option("scheduler", "step_memo_size", int, 200000,
+           "Host answers each API worker keeps per knowledge version for the steps that "
+           "declare what of a request they read (the GPU, NUMA, capacity, trait and "
+           "tenancy filters, most weighers): a request of a shape seen before asks them "
+           "only about hosts not judged yet. About 100 bytes an answer; least recently "
+           "used request shapes go first. 0: keep none.",
+           minimum=0),
     Option("scheduler", "pipelines_file", str, "",
            "Pipeline definitions (YAML). Empty: the pipelines.yaml shipped with Cortex."),
     Option("scheduler", "unknown_host_policy", str, "keep",

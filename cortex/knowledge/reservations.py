@@ -114,10 +114,9 @@ def with_reservations(view: KnowledgeView, reservations: Iterable[Reservation],
     for reservation in counted:
         if reservation.host in view.hosts:
             by_host.setdefault(reservation.host, []).append(reservation)
-    hosts = view.hosts
+    hosts, changed = view.hosts, {}
     if by_host:
         kept = view.root.derived(("reserved-host-states",), lambda _: {})
-        changed = {}
         for host, items in by_host.items():
             state, ids = view.hosts[host], frozenset(r.id for r in items)
             known = kept.get(host)  # (synced state, reservation ids, state with them)
@@ -125,4 +124,5 @@ def with_reservations(view: KnowledgeView, reservations: Iterable[Reservation],
                 known = kept[host] = (state, ids, reserve_host(state, items))
             changed[host] = known[2]
         hosts = MappingProxyType(dict(view.hosts) | changed)
-    return dataclasses.replace(view, hosts=hosts, reservations=tuple(live), base=view)
+    return dataclasses.replace(view, hosts=hosts, reservations=tuple(live), base=view,
+                               overlaid=view.overlaid | changed.keys())

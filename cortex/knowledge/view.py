@@ -202,7 +202,9 @@ class KnowledgeView:
     (``cinder``, ``manila``) to ``{pool name: StoragePoolState}``; ``network`` is the
     leaf/spine fabric (:mod:`cortex.knowledge.network`). ``reservations`` is empty in
     the shared view; a request's view with the in-flight reservations laid over it
-    (:func:`cortex.knowledge.reservations.with_reservations`) lists the unexpired ones.
+    (:func:`cortex.knowledge.reservations.with_reservations`) lists the unexpired ones,
+    and ``overlaid`` names the hosts whose state there is not the synced view's
+    (``root``'s).
     """
 
     version: int
@@ -213,6 +215,7 @@ class KnowledgeView:
     network: NetworkTopology = field(default_factory=NetworkTopology)
     reservations: tuple[Any, ...] = ()
     base: KnowledgeView | None = field(default=None, repr=False, compare=False)
+    overlaid: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
     _derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def per_host(self, key: Hashable) -> dict:

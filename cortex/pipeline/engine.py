@@ -18,6 +18,7 @@ from typing import Any
 
 from cortex.decision import StepResult, final_weights
 from cortex.knowledge.view import KnowledgeView
+from cortex.pipeline import memo
 from cortex.pipeline.config import Pipeline, Step
 from cortex.plugins.base import Filter, Weigher
 from cortex.request import Candidate, SchedulingRequest
@@ -65,26 +66,30 @@ class PipelineResult:
 
 
 def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: KnowledgeView,
-                 unknown_policy: str = "keep", deadline: float | None = None) -> PipelineResult:
+                 unknown_policy: str = "keep", deadline: float | None = None,
+                 memo_limit: int = memo.DEFAULT_LIMIT) -> PipelineResult:
     """Filter and weigh ``request.candidates`` against ``view``.
 
     ``deadline`` is a ``time.perf_counter()`` value: no step starts after it
     (BudgetExceeded). Raises StepFailed for a fail-closed step that raised or ran too long.
+    ``memo_limit``: host answers the steps may keep per knowledge version
+    (:mod:`cortex.pipeline.memo`; 0 keeps none).
     """
     started = time.perf_counter()
     states = view.states_for(request.service)
     order = {c.host: i for i, c in enumerate(request.candidates)}
     alive = [(c, states[c.host]) for c in request.candidates if c.host in states]
     unknown = [c for c in request.candidates if c.host not in states]
+    run = _Run(request, view, order, memo.store_of(view, memo_limit) if memo_limit else None)
     steps = []
     for filter_step in pipeline.filters:
         _check_budget(filter_step, deadline, started)
-        record, alive = _run_filter(filter_step, request, alive, view)
+        record, alive = _run_filter(filter_step, run, alive)
         steps.append(record)
     judged = [c.host for c, _ in alive]
     for weigher_step in pipeline.weighers:
         _check_budget(weigher_step, deadline, started)
-        steps.append(_run_weigher(weigher_step, request, alive, judged, view))
+        steps.append(_run_weigher(weigher_step, run, alive, judged))
     sums = final_weights([c.weight for c, _ in alive], (s for s in steps if s.weighs))
     final = dict(zip(judged, sums, strict=True))
     alive.sort(key=lambda cs: (-final[cs[0].host], -cs[0].weight, order[cs[0].host]))
@@ -93,6 +98,38 @@ def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: Knowledge
         hosts += [c.host for c in sorted(unknown, key=lambda c: (-c.weight, order[c.host]))]
     return PipelineResult(pipeline.name, hosts, steps, [c.host for c in unknown], final,
                           judged)
+
+
+@dataclass(slots=True)
+class _Run:
+    """What every step of one call shares.
+
+    The request, its view, the candidates' order, the view's answer store (None:
+    nothing memoised) and the names of the hosts still alive (``alive``, the list
+    they were taken from).
+    """
+
+    request: SchedulingRequest
+    view: KnowledgeView
+    order: dict[str, int]
+    answers: memo.AnswerStore | None
+    alive: list[Judged] | None = None
+    names: set[str] = field(default_factory=set)
+
+    def names_of(self, alive: list[Judged]) -> set[str]:
+        """The host names of ``alive`` (kept while the list is the same)."""
+        if self.alive is not alive:
+            self.alive, self.names = alive, {c.host for c, _ in alive}
+        return self.names
+
+    def table(self, plugin: Any) -> memo.AnswerTable | None:
+        """The bound ``plugin``'s answer table for this request; None: ask it every time."""
+        if self.answers is None:
+            return None
+        key = plugin.memo_key(self.request)
+        if key is None:
+            return None
+        return self.answers.table((plugin.memo_identity, self.request.service, key))
 
 
 def _check_budget(step: Step[Any], deadline: float | None, started: float) -> None:
@@ -144,9 +181,10 @@ def refusal(pipeline: Pipeline, request: SchedulingRequest, view: KnowledgeView,
     return None
 
 
-def _run_filter(step: Step[Filter], request: SchedulingRequest, alive: list[Judged],
-                view: KnowledgeView) -> tuple[StepResult, list[Judged]]:
+def _run_filter(step: Step[Filter], run: _Run, alive: list[Judged]
+                ) -> tuple[StepResult, list[Judged]]:
     """Apply one filter; return its result and the hosts still alive."""
+    request, view = run.request, run.view
     skipped = skip_reason(step, request)
     if skipped:
         return StepResult(step.name, "filter", "skipped", reason=skipped, shadow=step.shadow,
@@ -156,7 +194,13 @@ def _run_filter(step: Step[Filter], request: SchedulingRequest, alive: list[Judg
     try:
         plugin = step.plugin.bind(request, view)
         detail = plugin.detail
-        removed = plugin.check_all(alive, request, view)
+        table = run.table(plugin)
+        if table is None:
+            removed = plugin.check_all(alive, request, view)
+        else:
+            removed = memo.check_memoised(
+                table, alive, run.names_of(alive), view, run.order,
+                lambda hosts: plugin.check_all(hosts, request, view))
         _check_duration(step, (time.perf_counter() - started) * 1000)
     except Exception as exc:  # noqa: BLE001 - a plugin bug must not escape as a 500
         if step.on_error == "fail":
@@ -168,16 +212,19 @@ def _run_filter(step: Step[Filter], request: SchedulingRequest, alive: list[Judg
                         hosts_in=len(alive), removed=removed, detail=detail)
     if step.shadow or not removed:
         return result, alive
-    return result, [(c, s) for c, s in alive if c.host not in removed]
+    left = [(c, s) for c, s in alive if c.host not in removed]
+    if run.alive is alive:
+        run.alive, run.names = left, run.names - removed.keys()
+    return result, left
 
 
-def _run_weigher(step: Step[Weigher], request: SchedulingRequest, alive: list[Judged],
-                 judged: list[str],
-                 view: KnowledgeView) -> StepResult:
+def _run_weigher(step: Step[Weigher], run: _Run, alive: list[Judged], judged: list[str]
+                 ) -> StepResult:
     """Apply one weigher: its raw weight per host of ``alive``, in the order of ``judged``.
 
     All or nothing: a weigher that fails gives no values (skipped by its policy).
     """
+    request, view = run.request, run.view
     skipped = skip_reason(step, request)
     if skipped:
         return StepResult(step.name, "weigher", "skipped", reason=skipped,
@@ -187,7 +234,13 @@ def _run_weigher(step: Step[Weigher], request: SchedulingRequest, alive: list[Ju
     try:
         plugin = step.plugin.bind(request, view)
         detail = plugin.detail
-        weights = plugin.weigh_all(alive, request, view)
+        table = run.table(plugin)
+        if table is None:
+            weights = plugin.weigh_all(alive, request, view)
+        else:
+            weights = memo.weigh_memoised(table, alive, run.names_of(alive),
+                                          view,
+                                          lambda hosts: plugin.weigh_all(hosts, request, view))
         if len(weights) != len(alive):
             raise ValueError(f"{len(weights)} weights for {len(alive)} hosts")
         if not all(map(math.isfinite, weights)):

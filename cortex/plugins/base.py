@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from cortex.knowledge.view import HostState, KnowledgeView, StoragePoolState
@@ -43,6 +43,13 @@ class FilterContract(Protocol[_R, _S]):
     def applies(self, request: _R) -> bool:
         """False to skip the step for ``request``."""
 
+    @property
+    def memo_identity(self) -> Hashable:
+        """What tells this plugin's kept answers from another's (name and options)."""
+
+    def memo_key(self, request: _R) -> Hashable | None:
+        """What of ``request`` the answers depend on; None: not memoised."""
+
     def bind(self, request: _R, view: KnowledgeView) -> FilterContract[_R, _S]:
         """The filter that judges ``request``'s hosts."""
 
@@ -62,6 +69,13 @@ class WeigherContract(Protocol[_R, _S]):
 
     def applies(self, request: _R) -> bool:
         """False to skip the step for ``request``."""
+
+    @property
+    def memo_identity(self) -> Hashable:
+        """What tells this plugin's kept answers from another's (name and options)."""
+
+    def memo_key(self, request: _R) -> Hashable | None:
+        """What of ``request`` the answers depend on; None: not memoised."""
 
     def bind(self, request: _R, view: KnowledgeView) -> WeigherContract[_R, _S]:
         """The weigher that weighs ``request``'s hosts."""
@@ -107,6 +121,26 @@ class Plugin(Generic[RequestT, StateT]):
     def applies(self, request: RequestT) -> bool:
         """False to skip this step for ``request`` (recorded as skipped); default True."""
         return True
+
+    def memo_key(self, request: RequestT) -> Hashable | None:
+        """What of ``request`` this plugin's answers depend on; None: they are not memoised.
+
+        A plugin that returns a key promises that its answer for a ``(candidate, host
+        state)`` pair depends only on that key, its options, the host's state and, for a
+        host with several nodes, the nodes the candidate names: the engine then keeps
+        the answers per knowledge version and asks again only about hosts it has not
+        judged under that key (:mod:`cortex.pipeline.memo`). Default: ``()`` for a
+        ``host_only`` plugin, else None. The key must be hashable and cheap to compute.
+        """
+        return () if self.host_only else None
+
+    @property
+    def memo_identity(self) -> tuple[str, str]:
+        """``(name, repr(options))``: what tells this plugin's answers from another's."""
+        found = self.__dict__.get("_memo_identity")
+        if found is None:
+            found = self.__dict__["_memo_identity"] = (self.name, repr(self.options))
+        return found
 
     def bind(self, request: RequestT, view: KnowledgeView) -> typing.Self:
         """The plugin that judges ``request``'s hosts; default ``self``.

@@ -1,6 +1,6 @@
 """Typed, read-only scheduling requests parsed once from the callers' bodies."""
 
-from cortex.request.base import BadRequest, Candidate, unwrap
+from cortex.request.base import BadRequest, Candidate, hashable, unwrap
 from cortex.request.cinder import CinderRequest
 from cortex.request.manila import ManilaRequest
 from cortex.request.nova import NovaRequest
@@ -17,4 +17,4 @@ PARSERS = {
 }
 
 __all__ = ["PARSERS", "BadRequest", "Candidate", "CinderRequest", "ManilaRequest",
-           "NovaRequest", "SchedulingRequest", "StorageRequest", "unwrap"]
+           "NovaRequest", "SchedulingRequest", "StorageRequest", "hashable", "unwrap"]

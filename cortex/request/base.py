@@ -37,6 +37,19 @@ def frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping)) if mapping else EMPTY
 
 
+def hashable(value: Any) -> Any:
+    """``value`` as a hashable equal stand-in: mappings as sorted item tuples, lists as tuples.
+
+    For memo keys (:meth:`cortex.plugins.base.Plugin.memo_key`): two values that are
+    equal give equal stand-ins, and a mapping never equals a sequence of pairs.
+    """
+    if isinstance(value, Mapping):
+        return (Mapping, tuple(sorted((k, hashable(v)) for k, v in value.items())))
+    if isinstance(value, list | tuple):
+        return tuple(hashable(v) for v in value)
+    return value
+
+
 def strings(value: Any) -> tuple[str, ...]:
     """A tuple of strings from a list, a single scalar (older callers) or None."""
     if value is None:

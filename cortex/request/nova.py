@@ -14,6 +14,7 @@ from cortex.request.base import (
     Candidate,
     context_ids,
     frozen,
+    hashable,
     parse_candidates,
     strings,
     unwrap,
@@ -158,6 +159,7 @@ class NovaRequest:
     vgpu_devices: tuple[DeviceRequest, ...] = field(init=False, repr=False, compare=False)
     gpu_count: int = field(init=False, repr=False, compare=False)
     asks_for_devices: bool = field(init=False, repr=False, compare=False)
+    topology_key: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """The device demand by kind, whole GPUs asked, whether any device is asked."""
@@ -168,6 +170,24 @@ class NovaRequest:
         object.__setattr__(self, "gpu_count", sum(r.count for r in pci))
         object.__setattr__(self, "asks_for_devices",
                            bool(self.device_requests or self.unresolved_devices))
+        object.__setattr__(self, "topology_key", self._topology_key())
+
+    def _topology_key(self) -> tuple:
+        """Everything of the request that the GPU, PCI and NUMA rules read, hashable.
+
+        The guest's NUMA cells and emulator threads policy, the device requests (names
+        included: reasons quote them), the flavor's vCPUs and memory, and the CPU and
+        thread policies of the flavor and image. The memo key of the topology plugins
+        (:meth:`cortex.plugins.base.Plugin.memo_key`): two requests with equal keys get
+        equal answers from them on every host.
+        """
+        specs, image = self.flavor.extra_specs, self.image_properties
+        return (self.guest_numa, self.emulator_threads_policy,
+                hashable(tuple((r.kind, r.count, r.specs, r.numa_policy, r.mig_profile,
+                                r.source, r.name) for r in self.device_requests)),
+                self.flavor.vcpus, self.flavor.memory_mb,
+                hashable([specs.get(k) for k in ("hw:cpu_policy", "hw:cpu_thread_policy")]
+                         + [image.get(k) for k in ("hw_cpu_policy", "hw_cpu_thread_policy")]))
 
     @property
     def resource_id(self) -> str | None:

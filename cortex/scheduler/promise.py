@@ -108,7 +108,8 @@ def _recheck(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: Kn
     others = [r for r in current if not (own and r.instance_uuid == own)]
     state = reserve_host(base.hosts[host], pending(others, base, now))
     view = dataclasses.replace(overlaid, hosts=MappingProxyType(
-        dict(overlaid.hosts) | {host: state}), base=overlaid)
+        dict(overlaid.hosts) | {host: state}), base=overlaid,
+        overlaid=overlaid.overlaid | {host})
     reason = refusal(pipeline, request, view, host)
     if reason is not None:
         return None, reason

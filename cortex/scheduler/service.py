@@ -38,6 +38,7 @@ from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
 from cortex.pipeline.config import Pipeline, PipelineSet
 from cortex.pipeline.engine import PipelineResult, StepFailed, run_pipeline
+from cortex.pipeline.memo import DEFAULT_LIMIT as DEFAULT_MEMO_LIMIT
 from cortex.request import NovaRequest, SchedulingRequest
 from cortex.rules.gpu_sets import can_place_connected
 from cortex.scheduler.metrics import SchedulerMetrics
@@ -86,13 +87,15 @@ class SchedulerSettings:
     limit; its database waits then end after :data:`NO_BUDGET_WAIT`);
     ``reservation_ttl``: seconds a promise counts (0: promise nothing);
     ``promise_failure_policy``: ``answer`` unpromised or ``fail`` (503) when the
-    promise could not be made.
+    promise could not be made; ``step_memo_size``: host answers kept per knowledge
+    version (:mod:`cortex.pipeline.memo`, 0: none).
     """
 
     unknown_host_policy: str = "keep"
     request_time_budget: float = 2.0
     reservation_ttl: float = 300.0
     promise_failure_policy: str = "answer"
+    step_memo_size: int = DEFAULT_MEMO_LIMIT
 
     def __post_init__(self) -> None:
         """Refuse a policy outside its allowed values."""
@@ -106,7 +109,7 @@ class SchedulerSettings:
         """The settings of a :class:`cortex.conf.Config`'s ``[scheduler]`` section."""
         return cls(*(conf.get("scheduler", name) for name in (
             "unknown_host_policy", "request_time_budget", "reservation_ttl",
-            "promise_failure_policy")))
+            "promise_failure_policy", "step_memo_size")))
 
 
 @dataclass(frozen=True)
@@ -262,7 +265,8 @@ class SchedulerService:
             try:
                 result = run_pipeline(pipeline, request, overlaid,
                                       self.settings.unknown_host_policy,
-                                      deadline=started + budget if budget else None)
+                                      deadline=started + budget if budget else None,
+                                      memo_limit=self.settings.step_memo_size)
             except StepFailed as exc:
                 raise _Failure(503, str(exc), "cortex.step_failed") from None
             if options.promise and self._promises(request):

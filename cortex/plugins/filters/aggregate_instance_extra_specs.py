@@ -12,12 +12,15 @@ rebuild. Invert: none; drop the step.
 
 from __future__ import annotations
 
+from typing import Any
+
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
 from cortex.request import (
     Candidate,
     NovaRequest,
+    hashable,
 )
 from cortex.rules.extra_specs import unmet
 from cortex.rules.measures import aggregate_metadata
@@ -30,6 +33,10 @@ class AggregateInstanceExtraSpecsFilter(Filter[NovaRequest, HostState]):
     """Remove hosts whose aggregates' metadata does not meet the flavor's extra specs."""
 
     name = "filter_aggregate_instance_extra_specs"
+
+    def memo_key(self, request: NovaRequest) -> Any:
+        """The flavor's extra specs."""
+        return hashable(request.flavor.extra_specs)
 
     def applies(self, request: NovaRequest) -> bool:
         """Only when the flavor has an extra spec this filter checks."""

@@ -31,6 +31,10 @@ class AggregateMultiTenancyIsolationFilter(Filter[NovaRequest, HostState]):
 
     name = "filter_aggregate_multitenancy_isolation"
 
+    def memo_key(self, request: NovaRequest) -> str | None:
+        """The request's project."""
+        return request.project_id
+
     def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason when the host's aggregates isolate it for other projects."""
         return _refusal(isolating_tenants(host), request.project_id)

@@ -38,6 +38,10 @@ class AllowedProjectsFilter(Filter[NovaRequest, HostState]):
     name = "filter_allowed_projects"
     Options = AllowedProjectsOptions
 
+    def memo_key(self, request: NovaRequest) -> tuple[str | None]:
+        """The request's project."""
+        return (request.project_id,)
+
     def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason when the host is reserved and the request's project is not allowed."""
         return _refusal(self.allowed(host), request.project_id)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Filter, host_facts
@@ -25,6 +26,7 @@ from cortex.plugins.registry import register
 from cortex.request import (
     Candidate,
     NovaRequest,
+    hashable,
 )
 from cortex.rules.extra_specs import unmet
 from cortex.rules.measures import num_io_ops
@@ -43,6 +45,10 @@ class ComputeCapabilitiesFilter(Filter[NovaRequest, HostState]):
 
     name = "filter_compute_capabilities"
     Options = ComputeCapabilitiesOptions
+
+    def memo_key(self, request: NovaRequest) -> Any:
+        """The flavor's extra specs."""
+        return hashable(request.flavor.extra_specs)
 
     def applies(self, request: NovaRequest) -> bool:
         """Only when the flavor has extra specs."""

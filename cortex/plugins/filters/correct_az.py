@@ -38,6 +38,10 @@ class CorrectAzFilter(Filter[SchedulingRequest, HostState | StoragePoolState]):
     services = ("nova", "cinder", "manila")
     Options = CorrectAzOptions
 
+    def memo_key(self, request: SchedulingRequest) -> tuple[str, ...]:
+        """The requested zones."""
+        return self._zones(request)
+
     def applies(self, request: SchedulingRequest) -> bool:
         """Only when the request names a zone."""
         return bool(self._zones(request))

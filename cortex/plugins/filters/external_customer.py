@@ -35,6 +35,7 @@ class ExternalCustomerFilter(Filter[NovaRequest, HostState]):
     """Remove hosts without the external-customer trait for external customers' requests."""
 
     name = "filter_external_customer"
+    host_only = True
     Options = ExternalCustomerOptions
 
     def applies(self, request: NovaRequest) -> bool:

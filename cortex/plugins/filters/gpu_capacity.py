@@ -35,6 +35,10 @@ class GpuCapacityFilter(Filter[NovaRequest, HostState]):
     name = "filter_gpu_capacity"
     Options = TopologyOptions
 
+    def memo_key(self, request: NovaRequest) -> tuple:
+        """The request's topology key: its answers depend on nothing else of it."""
+        return request.topology_key
+
     def applies(self, request: NovaRequest) -> bool:
         """Only for requests with a device demand."""
         return bool(request.device_requests)

@@ -51,6 +51,11 @@ class HasEnoughCapacityFilter(Filter[NovaRequest, HostState]):
     name = "filter_has_enough_capacity"
     Options = HasEnoughCapacityOptions
 
+    def memo_key(self, request: NovaRequest) -> tuple[tuple[str, int], ...]:
+        """The amounts asked of the classes the filter checks."""
+        return tuple(sorted((rc, n) for rc, n in request.resources.items()
+                            if rc in self.options.resource_classes))
+
     def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason of the last named node's refusal, when no named node fits."""
         wanted = {rc: n for rc, n in request.resources.items()

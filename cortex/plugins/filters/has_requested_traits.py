@@ -35,6 +35,11 @@ class HasRequestedTraitsFilter(Filter[NovaRequest, HostState]):
 
     name = "filter_has_requested_traits"
 
+    def memo_key(self, request: NovaRequest) -> tuple[frozenset[str], frozenset[str]]:
+        """The required and forbidden traits."""
+        return (request.required_traits | request.root_required,
+                request.forbidden_traits | request.root_forbidden)
+
     def applies(self, request: NovaRequest) -> bool:
         """Only when the request names traits."""
         return bool(request.required_traits or request.forbidden_traits

@@ -51,6 +51,10 @@ class ImagePropertiesFilter(Filter[NovaRequest, HostState]):
     run_on_rebuild = True
     Options = ImagePropertiesOptions
 
+    def memo_key(self, request: NovaRequest) -> tuple:
+        """The image's architecture, hypervisor type and version predicate."""
+        return _wanted(request.image_properties)
+
     def applies(self, request: NovaRequest) -> bool:
         """Only when the image names an architecture, hypervisor type or version."""
         return any(_wanted(request.image_properties))

@@ -42,6 +42,10 @@ class NumaTopologyFilter(Filter[NovaRequest, HostState]):
     name = "filter_numa_topology"
     Options = TopologyOptions
 
+    def memo_key(self, request: NovaRequest) -> tuple:
+        """The request's topology key: its answers depend on nothing else of it."""
+        return request.topology_key
+
     def applies(self, request: NovaRequest) -> bool:
         """Only for guests with NUMA cells (or asking for SMT siblings)."""
         return bool(request.guest_numa) or wants_smt(request)

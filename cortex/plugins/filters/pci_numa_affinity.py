@@ -39,6 +39,10 @@ class PciNumaAffinityFilter(Filter[NovaRequest, HostState]):
     name = "filter_pci_numa_affinity"
     Options = TopologyOptions
 
+    def memo_key(self, request: NovaRequest) -> tuple:
+        """The request's topology key: its answers depend on nothing else of it."""
+        return request.topology_key
+
     def applies(self, request: NovaRequest) -> bool:
         """Only for guests with NUMA cells and PCI requests."""
         return bool(request.guest_numa) and bool(affine_requests(request))

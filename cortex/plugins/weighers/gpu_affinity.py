@@ -62,6 +62,10 @@ class GpuAffinityWeigher(Weigher[NovaRequest, HostState]):
     name = "weigher_gpu_affinity"
     Options = GpuAffinityOptions
 
+    def memo_key(self, request: NovaRequest) -> tuple:
+        """The request's topology key: its answers depend on nothing else of it."""
+        return request.topology_key
+
     def applies(self, request: NovaRequest) -> bool:
         """Only for requests of passthrough GPUs."""
         return request.gpu_count > 0

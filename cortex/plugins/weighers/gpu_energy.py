@@ -125,6 +125,10 @@ class GpuEnergyWeigher(Weigher[NovaRequest, HostState]):
     Options = GpuEnergyOptions
     draws: ModelDraws | None = None
 
+    def memo_key(self, request: NovaRequest) -> tuple:
+        """``()``: the weight reads the host alone (and the view's per-model draws)."""
+        return ()
+
     def applies(self, request: NovaRequest) -> bool:
         """Only for requests of GPUs (passthrough or vGPU)."""
         return request.gpu_count > 0 or bool(request.vgpu_devices)
@@ -132,7 +136,7 @@ class GpuEnergyWeigher(Weigher[NovaRequest, HostState]):
     def bind(self, request: NovaRequest, view: KnowledgeView) -> GpuEnergyWeigher:
         """A weigher holding the view's per-model idle and busy draws."""
         bound = GpuEnergyWeigher(self.options)
-        bound.draws = model_draws(view, self.options.idle_watts)
+        bound.draws = model_draws(view.root, self.options.idle_watts)
         return bound
 
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:

@@ -95,6 +95,10 @@ class GpuFragmentationWeigher(Weigher[NovaRequest, HostState]):
     name = "weigher_gpu_fragmentation"
     Options = GpuFragmentationOptions
 
+    def memo_key(self, request: NovaRequest) -> tuple:
+        """The request's topology key: its answers depend on nothing else of it."""
+        return request.topology_key
+
     def __init__(self, options=None) -> None:
         super().__init__(options)
         self.model = self.options.model()

@@ -52,6 +52,10 @@ class NumaLocalityWeigher(Weigher[NovaRequest, HostState]):
     name = "weigher_numa_locality"
     Options = NumaLocalityOptions
 
+    def memo_key(self, request: NovaRequest) -> tuple:
+        """The request's topology key: its answers depend on nothing else of it."""
+        return request.topology_key
+
     def applies(self, request: NovaRequest) -> bool:
         """Only for requests of passthrough GPUs."""
         return request.gpu_count > 0

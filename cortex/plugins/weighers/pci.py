@@ -42,6 +42,7 @@ class PCIWeigher(Weigher[NovaRequest, HostState]):
     """Minus the free passthrough devices of the host, scaled."""
 
     name = "weigher_pci"
+    host_only = True
     Options = PciOptions
 
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:

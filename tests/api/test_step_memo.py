@@ -1,0 +1,98 @@
+"""The steps' kept answers change no decision (cortex.pipeline.memo).
+
+Two apps on one database holding the demo fleet: one keeps the steps' answers per
+knowledge version (the default), the other keeps none (``step_memo_size = 0``). Every
+bundled Nova body, and variants of them that share some of what the steps read and
+differ in the rest (another project, another flavor size, other candidates, other
+guest NUMA cells, another PCI NUMA policy), is decided by both, in an order that lets
+a later request find answers an earlier one left; the decisions must be the same, step
+by step and host by host.
+"""
+
+import copy
+
+import pytest
+
+from cortex.api.app import create_app
+from cortex.db import migrate
+from cortex.db.engine import make_engine
+from cortex.pipeline import memo
+from cortex.store.fleet import import_fleet, read_fleet
+from tests.api.conftest import make_conf
+from tests.api.test_recorded_decisions import decision
+from tests.conftest import (
+    DEMO_FLEET,
+    _create_postgres_database,
+    _drop_postgres_database,
+    bodies,
+    load_body,
+)
+
+
+@pytest.fixture(scope="module")
+def clients():
+    """``(kept, none)``: test clients of two apps on one demo-fleet database."""
+    url = _create_postgres_database("memo")
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    with engine.begin() as connection:
+        import_fleet(connection, read_fleet(DEMO_FLEET))
+    apps = [create_app(make_conf(**{"database.connection": url,
+                                    "scheduler.step_memo_size": size}), engine=engine)
+            for size in (memo.DEFAULT_LIMIT, 0)]
+    yield [app.test_client() for app in apps]
+    for app in apps:
+        app.extensions["cortex"].decisions.close()
+    engine.dispose()
+    _drop_postgres_database(url)
+
+
+def _flavor(body: dict) -> dict:
+    return body["spec"]["nova_object.data"]["flavor"]["nova_object.data"]
+
+
+def variants(body: dict) -> list[dict]:
+    """``body`` and bodies that keep some of what the steps read and change the rest."""
+    found = [body]
+    other_project = copy.deepcopy(body)
+    other_project["spec"]["nova_object.data"]["project_id"] = "another-project"
+    found.append(other_project)
+    bigger = copy.deepcopy(body)
+    _flavor(bigger)["memory_mb"] = _flavor(bigger).get("memory_mb", 1024) * 3
+    _flavor(bigger)["vcpus"] = _flavor(bigger).get("vcpus", 1) + 6
+    found.append(bigger)
+    fewer = copy.deepcopy(body)
+    fewer["hosts"] = fewer["hosts"][::2]
+    fewer["weights"] = {h["host"]: fewer["weights"][h["host"]] for h in fewer["hosts"]}
+    found.append(fewer)
+    numa = body["spec"]["nova_object.data"].get("numa_topology")
+    if numa:
+        for change in ({"memory": 2048}, {"pagesize": 2048}, {"pagesize": None},
+                       {"pcpuset": [0, 1]}, {"cpu_thread_policy": "require"},
+                       {"cpu_thread_policy": "isolate"}):
+            other = copy.deepcopy(body)
+            cells = other["spec"]["nova_object.data"]["numa_topology"]["nova_object.data"]
+            for cell in cells["cells"]:
+                cell["nova_object.data"].update(change)
+            found.append(other)
+        isolated = copy.deepcopy(body)
+        isolated["spec"]["nova_object.data"]["numa_topology"]["nova_object.data"][
+            "emulator_threads_policy"] = "isolate"
+        found.append(isolated)
+    specs = _flavor(body).get("extra_specs") or {}
+    if "pci_passthrough:alias" in specs:
+        for policy in ("required", "preferred", "socket"):
+            other = copy.deepcopy(body)
+            _flavor(other)["extra_specs"]["hw:pci_numa_affinity_policy"] = policy
+            found.append(other)
+    return found
+
+
+def test_kept_answers_change_no_decision(clients):
+    kept, none = clients
+    requests = [variant for path in bodies("nova") if "1000-hosts" not in path.stem
+                for variant in variants(load_body(path))]
+    assert len(requests) > 40
+    # twice, the second time in reverse: each request finds the answers of all others
+    for body in [*requests, *reversed(requests)]:
+        assert decision(kept, "nova", body) == decision(none, "nova", body)
