@@ -1,20 +1,33 @@
-"""End-to-end latency through gunicorn on loopback, against an HTTP floor.
+"""End-to-end latency through gunicorn on loopback, against the HTTP floor.
 
-Run: .venv/bin/python bench/latency.py [--sizes 10,100,1000,5000] [--requests 300]
-     [--workers 1,2] [--inflight N] [--set scheduler_reservation_feed=false]
+Run: .venv/bin/python bench/latency.py [--fleet gpu|kvm] [--sizes 100,1000]
+     [--workers 1,2] [--bodies 2gpu-required,...] [--requests 300] [--inflight N]
+     [--first-sizes 1000] [--memory-sizes 10000] [--set scheduler_step_memo_size=0]
 
-For each size N it builds a fleet of N KVM hosts (a tenth of them HGX GPU hosts),
-loads it into a fresh database (PostgreSQL at $CORTEX_BENCH_DATABASE_URL or
-127.0.0.1:5432, else SQLite), and posts a Nova body naming all N hosts: the general-
-purpose one and the 2x H100 GPU one (so both shipped pipelines run). It reports p50
-and p99 of sequential calls and requests/s with 8 concurrent clients (each part
-starting with no decision record left to write, the throughput counting the time to
-write the part's own), for Cortex
-and for the floor (bench/floor_app.py: parse, sort by weight, answer) under the
-same gunicorn settings, with 1 and 2 workers, and the ratio to the floor. Client
-and server share this machine's cores: absolute numbers are pessimistic. Then, for
-each of ``--memory-sizes`` (default 10,000 hosts), the resident memory of a worker
-process: the app alone, with the knowledge view loaded, and after both bodies.
+``--fleet gpu`` (the default): a seeded fleet of N GPU hosts of six kinds with drawn
+occupancy (``bench/gpu_fleet.py``: HGX H100, A100 with NVLink bridges, L40S, MIG, vGPU)
+and Nova bodies for 1, 2, 4 and 8 GPUs under each PCI NUMA policy and one vGPU, all
+through ``kvm-gpu-topology-aware``. ``--fleet kvm``: N KVM hosts, a tenth of them PCPU
+hosts, with the bundled general-purpose and 2x H100 bodies (the table before issue 19).
+Each fleet is loaded into a database of its own (PostgreSQL at
+$CORTEX_BENCH_DATABASE_URL or 127.0.0.1:5432, else SQLite), dropped at exit.
+
+For each size and worker count it serves Cortex and the floor (bench/floor_app.py:
+parse with orjson, sort by weight, answer) with the shipped gunicorn settings and
+posts each body naming all N hosts: p50 and p99 of sequential calls, then requests/s
+with 8 concurrent clients for 3 s (each part starting with no decision record left to
+write, the throughput counting the time to write the part's own), the ratios to the
+floor, and the size of Cortex's answer: an answer of ``[]`` means the steps meant to
+be measured did not run, and stops the run.
+
+``--first-sizes``: on a freshly started one-worker gunicorn (warmed before it serves,
+as shipped), the first call of a body, a second body's first call (a request shape
+the worker has not seen), and the p50 of the following calls. ``--memory-sizes``: the
+time to load the knowledge view in a fresh process and the resident memory of a
+worker: code imported, app and view loaded, after the bodies.
+
+Client and servers share this machine's cores: absolute numbers are pessimistic;
+compare the columns of one run.
 """
 
 from __future__ import annotations
@@ -40,16 +53,19 @@ from sqlalchemy import insert, text
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+import gpu_fleet  # noqa: E402
 
 from cortex.db import migrate, models  # noqa: E402
 from cortex.db.engine import make_engine  # noqa: E402
 from cortex.knowledge.loader import load_view  # noqa: E402
 from cortex.store.fleet import import_fleet  # noqa: E402
 
-BODIES = {"general": "nova/cpu-general-purpose.json", "gpu": "nova/gpu-2xh100-pinned.json"}
+KVM_BODIES = {"general": "nova/cpu-general-purpose.json", "gpu": "nova/gpu-2xh100-pinned.json"}
 
 
-def fleet(n: int) -> dict:
+def kvm_fleet(n: int) -> dict:
     """N hosts cmp00000…: every tenth an HGX (PCPU) host, the rest general purpose."""
     hosts = []
     for i in range(n):
@@ -65,14 +81,39 @@ def fleet(n: int) -> dict:
     return {"hosts": hosts}
 
 
-def body(kind: str, n: int) -> bytes:
-    """The bundled body with its hosts replaced by the N fleet hosts."""
-    data = json.loads((REPO / "tests/fixtures" / BODIES[kind]).read_text())
-    data = copy.deepcopy(data)
+def kvm_bodies(n: int) -> dict[str, bytes]:
+    """The bundled bodies with their hosts replaced by the N KVM fleet hosts."""
     names = [f"cmp{i:05d}" for i in range(n)]
-    data["hosts"] = [{"host": h, "hypervisor_hostname": f"{h}.cloud.example"} for h in names]
-    data["weights"] = {h: ((i * 7919) % 1000) / 100 - 5 for i, h in enumerate(names)}
-    return json.dumps(data).encode()
+    found = {}
+    for kind, path in KVM_BODIES.items():
+        data = copy.deepcopy(json.loads((REPO / "tests/fixtures" / path).read_text()))
+        data["hosts"] = [{"host": h, "hypervisor_hostname": f"{h}.cloud.example"} for h in names]
+        data["weights"] = {h: ((i * 7919) % 1000) / 100 - 5 for i, h in enumerate(names)}
+        found[kind] = json.dumps(data).encode()
+    return found
+
+
+class Workload:
+    """A fleet kind: its fleet document and its bodies (name -> JSON) for N hosts."""
+
+    def __init__(self, kind: str, seed: int, only: list[str]) -> None:
+        self.kind, self.seed, self.only = kind, seed, only
+
+    def fleet(self, n: int) -> dict:
+        if self.kind == "kvm":
+            return kvm_fleet(n)
+        return gpu_fleet.gpu_fleet(n, self.seed)
+
+    def bodies(self, n: int) -> dict[str, bytes]:
+        if self.kind == "kvm":
+            found = kvm_bodies(n)
+        else:
+            found = {name: json.dumps(body).encode()
+                     for name, body in gpu_fleet.bodies(gpu_fleet.names(n)).items()}
+        return {k: v for k, v in found.items() if not self.only or k in self.only}
+
+    def host(self, i: int, n: int) -> str:
+        return f"cmp{i:05d}" if self.kind == "kvm" else gpu_fleet.names(n)[i]
 
 
 def free_port() -> int:
@@ -90,7 +131,7 @@ def serve(app: str, workers: int, env: dict) -> tuple[subprocess.Popen, int]:
          "/dev/null", "--log-level", "warning", app],
         env=os.environ | env | {"PYTHONPATH": str(REPO / "bench")},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         try:
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
@@ -98,21 +139,23 @@ def serve(app: str, workers: int, env: dict) -> tuple[subprocess.Popen, int]:
             if connection.getresponse().status == 200:
                 return process, port
         except OSError:
-            time.sleep(0.2)
+            pass
+        time.sleep(0.2)
     process.kill()
     raise RuntimeError(f"{app} did not start")
 
 
-def call(connection: http.client.HTTPConnection, payload: bytes) -> float:
-    """One POST on a kept-alive connection; seconds it took."""
+def call(connection: http.client.HTTPConnection, payload: bytes) -> tuple[float, int]:
+    """One POST on a kept-alive connection; (seconds it took, hosts answered)."""
     started = time.perf_counter()
     connection.request("POST", "/scheduler/nova/external", body=payload,
                        headers={"Content-Type": "application/json"})
     response = connection.getresponse()
-    response.read()
+    data = response.read()
+    elapsed = time.perf_counter() - started
     if response.status != 200:
-        raise RuntimeError(f"status {response.status}")
-    return time.perf_counter() - started
+        raise RuntimeError(f"status {response.status}: {data[:200]!r}")
+    return elapsed, len(json.loads(data)["hosts"])
 
 
 def queued_decisions(port: int) -> float:
@@ -135,8 +178,8 @@ def drain(port: int, limit: float = 300.0) -> float:
     return time.perf_counter() - started
 
 
-def measure(port: int, payload: bytes, requests: int) -> tuple[float, float, float]:
-    """(p50 ms, p99 ms) of sequential calls, then requests/s with 8 concurrent clients.
+def measure(port: int, payload: bytes, requests: int) -> tuple[float, float, float, int]:
+    """(p50 ms, p99 ms, requests/s with 8 concurrent clients, hosts answered).
 
     Each part starts once the decision records of the calls before it are written
     (the writer shares the worker's interpreter), and the throughput counts the time
@@ -144,10 +187,11 @@ def measure(port: int, payload: bytes, requests: int) -> tuple[float, float, flo
     leaves a backlog.
     """
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    answered = 0
     for _ in range(10):
-        call(connection, payload)
+        answered = call(connection, payload)[1]
     drain(port)
-    samples = sorted(call(connection, payload) for _ in range(requests))
+    samples = sorted(call(connection, payload)[0] for _ in range(requests))
     p50, p99 = statistics.median(samples) * 1000, samples[int(len(samples) * 0.99)] * 1000
     done = [0]
 
@@ -166,7 +210,7 @@ def measure(port: int, payload: bytes, requests: int) -> tuple[float, float, flo
     for t in threads:
         t.join()
     drain(port)
-    return p50, p99, done[0] / (time.perf_counter() - started)
+    return p50, p99, done[0] / (time.perf_counter() - started), answered
 
 
 def _drop(admin, name: str) -> None:
@@ -175,7 +219,7 @@ def _drop(admin, name: str) -> None:
         c.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
-def database(n: int, tmp: str, inflight: int = 0) -> str:
+def database(workload: Workload, n: int, tmp: str, inflight: int = 0) -> str:
     """A fresh database holding the N-host fleet and ``inflight`` reservations; its URL.
 
     The reservations are other instances' (1 VCPU, 512 MiB each), spread over the
@@ -186,21 +230,21 @@ def database(n: int, tmp: str, inflight: int = 0) -> str:
                             "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     try:
         admin = make_engine(server, isolation_level="AUTOCOMMIT")
-        name = f"cortex_bench_{os.getpid()}_{n}"  # unique per run: two runs never collide
+        name = f"cortex_bench_{os.getpid()}_{workload.kind}_{n}"  # two runs never collide
         with admin.connect() as c:
             c.execute(text(f"CREATE DATABASE {name}"))
         atexit.register(_drop, admin, name)
         url = server.rsplit("/", 1)[0] + f"/{name}"
     except Exception:  # noqa: BLE001 - no PostgreSQL: the embedded default
-        url = f"sqlite:///{tmp}/bench-{n}.sqlite"
+        url = f"sqlite:///{tmp}/bench-{workload.kind}-{n}.sqlite"
     engine = make_engine(url)
     migrate.upgrade(engine)
     with engine.begin() as connection:
-        import_fleet(connection, fleet(n))
+        import_fleet(connection, workload.fleet(n))
         if inflight:
             now = datetime.now(UTC)
             connection.execute(insert(models.InflightReservation), [{
-                "id": f"00000000-0000-4000-a000-{i:012d}", "host": f"cmp{(i * 7) % n:05d}",
+                "id": f"00000000-0000-4000-a000-{i:012d}", "host": workload.host((i * 7) % n, n),
                 "instance_uuid": f"00000000-0000-4000-b000-{i:012d}", "group_id": None,
                 "resources": {"VCPU": 1, "MEMORY_MB": 512}, "gpus": [], "created_at": now,
                 "expires_at": now + timedelta(hours=6)} for i in range(inflight)])
@@ -208,20 +252,22 @@ def database(n: int, tmp: str, inflight: int = 0) -> str:
     return url
 
 
-def view_memory(n: int, url: str) -> float:
-    """MiB that one knowledge view of N hosts takes (tracemalloc)."""
+def view_memory(url: str) -> float:
+    """MiB that one knowledge view of the database's fleet takes (tracemalloc)."""
     engine = make_engine(url)
     tracemalloc.start()
     view = load_view(engine)
     size = tracemalloc.get_traced_memory()[0] / 2**20
     tracemalloc.stop()
     del view
+    engine.dispose()
     return size
 
 
-# Run in a fresh interpreter: what one gunicorn worker holds, in MiB of resident memory.
+# Run in a fresh interpreter: what one gunicorn worker holds, in MiB of resident memory,
+# and how long the first load of the knowledge view takes there.
 _WORKER_MEMORY = """
-import json, sys
+import json, sys, time
 from cortex import conf
 from cortex.api.app import create_app
 def rss():
@@ -233,28 +279,32 @@ cortex.plugins.registry.load_all()
 started = rss()
 app = create_app(conf.load(environ={}, overrides={"database.connection": sys.argv[1],
                                                   "api.auth_strategy": "noauth"}))
+began = time.perf_counter()
 app.extensions["cortex"].knowledge.view()
+loaded = time.perf_counter() - began
 viewed = rss()
 client = app.test_client()
 for body in sys.argv[2:]:
-    assert client.post("/scheduler/nova/external", data=open(body, "rb").read(),
-                       content_type="application/json").status_code == 200
+    answer = client.post("/scheduler/nova/external", data=open(body, "rb").read(),
+                         content_type="application/json")
+    assert answer.status_code == 200 and answer.get_json()["hosts"], answer.get_data()
 app.extensions["cortex"].decisions.close()
-print(json.dumps([started, viewed, rss()]))
+print(json.dumps([started, viewed, rss(), loaded]))
 """
 
 
-def worker_memory(n: int, url: str, tmp: str) -> tuple[float, float, float]:
-    """Resident MiB of a worker process: code imported, app built with the view of N hosts
-    loaded, after requests.
+def worker_memory(workload: Workload, n: int, url: str, tmp: str
+                  ) -> tuple[float, float, float, float]:
+    """A fresh worker process: resident MiB with the code imported, with the app and the
+    view of N hosts loaded, after the bodies; and seconds the view took to load.
 
-    The requests (both bodies, naming all N hosts) fill the facts the plugins keep
-    in the view. Linux only (``/proc/self/status``).
+    The requests (every body, naming all N hosts) fill the facts the plugins keep in
+    the view. Linux only (``/proc/self/status``).
     """
     paths = []
-    for kind in BODIES:
-        path = Path(tmp) / f"{kind}-{n}.json"
-        path.write_bytes(body(kind, n))
+    for name, payload in workload.bodies(n).items():
+        path = Path(tmp) / f"{name}-{n}.json"
+        path.write_bytes(payload)
         paths.append(str(path))
     out = subprocess.run([sys.executable, "-c", _WORKER_MEMORY, url, *paths],
                          capture_output=True, text=True, check=True, cwd=REPO,
@@ -262,51 +312,96 @@ def worker_memory(n: int, url: str, tmp: str) -> tuple[float, float, float]:
     return tuple(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def first_calls(port: int, bodies: dict[str, bytes], requests: int
+                ) -> tuple[float, float, float]:
+    """On a fresh worker: (first call ms, another body's first call ms, warm p50 ms)."""
+    (first_name, first), (_, second) = list(bodies.items())[:2]
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    cold = call(connection, first)[0] * 1000
+    new_shape = call(connection, second)[0] * 1000
+    samples = sorted(call(connection, first)[0] for _ in range(requests))
+    return cold, new_shape, statistics.median(samples) * 1000
+
+
+def environment(url: str, settings: list[str]) -> dict[str, str]:
+    """The Cortex server's environment: its database, no auth, and ``--set`` options."""
+    return {"CORTEX_DATABASE_CONNECTION": url, "CORTEX_API_AUTH_STRATEGY": "noauth",
+            "CORTEX_SCHEDULER_DECISION_QUEUE_SIZE": "100000"} | {
+        f"CORTEX_{key.upper()}": value for key, value in (item.split("=", 1) for item in settings)}
+
+
+def latency_table(workload: Workload, sizes: list[int], workers: list[int], args, tmp: str
+                  ) -> None:
+    """The main table: every body at every size and worker count, Cortex and the floor."""
+    print(f"{'hosts':>6} {'body':15} {'wk':>2} {'answer':>6} {'p50 ms':>8} {'p99 ms':>8} "
+          f"{'req/s':>7} {'floor p50':>9} {'floor p99':>9} {'floor r/s':>9} {'p50 x':>6} "
+          f"{'r/s share':>9}", flush=True)
+    for n in sizes:
+        url = database(workload, n, tmp, args.inflight)
+        bodies = workload.bodies(n)
+        for count in workers:
+            servers = {"cortex": serve("cortex.wsgi:application", count,
+                                       environment(url, args.set)),
+                       "floor": serve("floor_app:application", count, {})}
+            try:
+                for name, payload in bodies.items():
+                    ours = measure(servers["cortex"][1], payload, args.requests)
+                    if not ours[3]:
+                        raise SystemExit(f"{name} at {n} hosts answered []: nothing to measure")
+                    floor = measure(servers["floor"][1], payload, args.requests)
+                    print(f"{n:6d} {name:15} {count:2d} {ours[3]:6d} {ours[0]:8.2f} "
+                          f"{ours[1]:8.2f} {ours[2]:7.0f} {floor[0]:9.2f} {floor[1]:9.2f} "
+                          f"{floor[2]:9.0f} {ours[0] / floor[0]:6.2f} {ours[2] / floor[2]:9.2f}",
+                          flush=True)
+            finally:
+                for process, _ in servers.values():
+                    process.terminate()
+                    process.wait(timeout=30)
+        print(f"{n:6d} knowledge view: {view_memory(url):.1f} MiB traced", flush=True)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sizes", default="10,100,1000,5000")
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fleet", choices=("gpu", "kvm"), default="gpu")
+    parser.add_argument("--seed", type=int, default=1, help="the GPU fleet's seed")
+    parser.add_argument("--sizes", default="100,1000")
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--bodies", default="", help="comma-separated body names (all)")
+    parser.add_argument("--first-sizes", default="1000",
+                        help="fleet sizes to time a fresh worker's first calls at")
     parser.add_argument("--memory-sizes", default="10000",
-                        help="fleet sizes to measure a worker's resident memory at")
+                        help="fleet sizes to measure the view's load time and a worker's "
+                             "resident memory at")
     parser.add_argument("--inflight", type=int, default=0,
                         help="other instances' unexpired reservations in the table")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION_OPTION=VALUE",
                         help="Cortex configuration for the run, e.g. "
                              "scheduler_reservation_feed=false (repeatable)")
     args = parser.parse_args()
+    workload = Workload(args.fleet, args.seed, [b for b in args.bodies.split(",") if b])
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    print(f"{'hosts':>6} {'body':8} {'wk':>2} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} "
-          f"{'floor p50':>9} {'floor p99':>9} {'floor r/s':>9} {'p50 ratio':>9} {'r/s ratio':>9}")
     with tempfile.TemporaryDirectory() as tmp:
-        for n in sizes:
-            url = database(n, tmp, args.inflight)
-            env = {"CORTEX_DATABASE_CONNECTION": url, "CORTEX_API_AUTH_STRATEGY": "noauth",
-                   "CORTEX_SCHEDULER_DECISION_QUEUE_SIZE": "100000"} | {
-                f"CORTEX_{key.upper()}": value
-                for key, value in (item.split("=", 1) for item in args.set)}
-            for workers in (int(w) for w in args.workers.split(",")):
-                servers = {"cortex": serve("cortex.wsgi:application", workers, env),
-                           "floor": serve("floor_app:application", workers, {})}
-                try:
-                    for kind in BODIES:
-                        payload = body(kind, n)
-                        ours = measure(servers["cortex"][1], payload, args.requests)
-                        floor = measure(servers["floor"][1], payload, args.requests)
-                        print(f"{n:6d} {kind:8} {workers:2d} {ours[0]:8.2f} {ours[1]:8.2f} "
-                              f"{ours[2]:8.0f} {floor[0]:9.2f} {floor[1]:9.2f} {floor[2]:9.0f} "
-                              f"{ours[0] / floor[0]:9.2f} {ours[2] / floor[2]:9.2f}", flush=True)
-                finally:
-                    for process, _ in servers.values():
-                        process.terminate()
-                        process.wait(timeout=30)
-            print(f"{n:6d} knowledge view: {view_memory(n, url):.1f} MiB per worker", flush=True)
+        if sizes:
+            latency_table(workload, sizes, [int(w) for w in args.workers.split(",")], args, tmp)
+        for n in (int(s) for s in args.first_sizes.split(",") if s):
+            url = database(workload, n, tmp)
+            process, port = serve("cortex.wsgi:application", 1, environment(url, args.set))
+            try:
+                cold, new_shape, warm = first_calls(port, workload.bodies(n), args.requests)
+            finally:
+                process.terminate()
+                process.wait(timeout=30)
+            print(f"{n:6d} hosts, fresh worker: first call {cold:.1f} ms, another body's "
+                  f"first call {new_shape:.1f} ms, then p50 {warm:.2f} ms "
+                  f"(first / warm {cold / warm:.1f})", flush=True)
         for n in (int(s) for s in args.memory_sizes.split(",") if s):
-            url = database(n, tmp)
-            started, viewed, used = worker_memory(n, url, tmp)
-            print(f"{n:6d} hosts: worker RSS {started:.0f} MiB imported, {viewed:.0f} MiB "
-                  f"with the app and view ({view_memory(n, url):.1f} MiB traced), "
-                  f"{used:.0f} MiB after both bodies", flush=True)
+            url = database(workload, n, tmp)
+            started, viewed, used, loaded = worker_memory(workload, n, url, tmp)
+            print(f"{n:6d} hosts: view loaded in {loaded:.2f} s; worker RSS {started:.0f} MiB "
+                  f"imported, {viewed:.0f} MiB with the app and view ({view_memory(url):.1f} "
+                  f"MiB traced), {used:.0f} MiB after the bodies", flush=True)
 
 
 if __name__ == "__main__":
