@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 from collections import defaultdict
 from datetime import UTC, datetime
+from itertools import groupby
+from operator import itemgetter
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, Text, cast, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from cortex.db import models
@@ -17,8 +20,8 @@ from cortex.knowledge.network import (
     MetadataKeys,
     build_topology,
 )
-from cortex.knowledge.reports import read_reports, report_times
-from cortex.knowledge.topology import HostTopology, placement_gpu_usage, topology_from_report
+from cortex.knowledge.reports import TextParser, load_topologies, report_times
+from cortex.knowledge.topology import HostTopology, placement_gpu_usage
 from cortex.knowledge.view import (
     Aggregate,
     HostState,
@@ -52,7 +55,25 @@ def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None,
     ``bind`` may be a Connection inside the caller's transaction (tests). Hosts whose
     topology report is still the one ``previous`` (the view being replaced) holds keep
     that HostTopology; only new or changed reports are read and built again.
+
+    The garbage collector is paused while the view is built: the million objects of a
+    10,000-host view would otherwise be traversed by the full collections their own
+    allocations set off (1.9 instead of 3 s). Nothing the load makes is a cycle; the
+    knowledge cache collects and freezes once the view is in place
+    (:func:`cortex.knowledge.cache.settle_garbage_collector`).
     """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load_view(bind, previous, network_keys)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
+               network_keys: MetadataKeys | None) -> KnowledgeView:
+    """:func:`load_view`, with the collector paused."""
     with Session(bind) as session, session.begin_nested() if isinstance(
             bind, Connection) else session.begin():
         version = session.execute(
@@ -60,9 +81,7 @@ def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None,
         ).scalar() or 0
         aggregates = session.scalars(
             select(models.Aggregate).options(selectinload(models.Aggregate.hosts))).all()
-        nodes = session.scalars(
-            select(models.ComputeNode).options(selectinload(models.ComputeNode.inventories))
-        ).all()
+        nodes = _nodes(session)
         pools = session.scalars(select(models.StoragePool)).all()
         topologies = _topologies(session, {row.host for row in nodes}, nodes, previous)
         by_host = _aggregates_by_host(aggregates)
@@ -89,16 +108,75 @@ def _aggregates_by_host(rows) -> dict[str, list[Aggregate]]:
     return by_host
 
 
-def _node(row: models.ComputeNode) -> NodeState:
+class _NodeRow(NamedTuple):
+    """A ``compute_nodes`` row with its JSON columns parsed and its inventories."""
+
+    host: str
+    node: str
+    uuid: str
+    availability_zone: str | None
+    hypervisor_type: str | None
+    hypervisor_version: int | None
+    cpu_arch: str | None
+    enabled: bool
+    up: bool
+    disabled_reason: str | None
+    traits: frozenset[str]
+    features: dict
+    cpu_features: list
+    instances: list
+    migrations: list
+    failed_builds: int
+    allowed_projects: list
+    inventories: MappingProxyType
+
+
+def _nodes(session: Session) -> list[_NodeRow]:
+    """Every compute node with its inventories, in two queries.
+
+    Core queries, not ORM objects (a 10,000-host fleet has 50,000 inventories); JSON
+    columns read as text and parsed once per distinct text; equal inventories are one
+    Inventory object.
+    """
+    c = models.ComputeNode.__table__.c
+    i = models.ResourceInventory.__table__.c
+    stock = session.execute(select(
+        i.compute_node_id, i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit,
+        i.step_size, i.allocation_ratio, i.used).order_by(i.compute_node_id)).all()
+    made: dict[tuple, Inventory] = {}
+
+    def inventory(row: tuple) -> tuple[str, Inventory]:
+        key = tuple(row[2:])
+        found = made.get(key)
+        if found is None:
+            found = made[key] = Inventory(*key)
+        return row[1], found
+
+    inventories = {node_id: MappingProxyType(dict(inventory(row) for row in rows))
+                   for node_id, rows in groupby(stock, key=itemgetter(0))}
+    parse = TextParser()
+    traits: dict[str | None, frozenset[str]] = {}
+    found = []
+    for row in session.execute(select(
+            c.id, c.host, c.node, c.uuid, c.availability_zone, c.hypervisor_type,
+            c.hypervisor_version, c.cpu_arch, c.enabled, c.up, c.disabled_reason,
+            cast(c.traits, Text), cast(c.features, Text), cast(c.cpu_features, Text),
+            cast(c.instances, Text), cast(c.migrations, Text), c.failed_builds,
+            cast(c.allowed_projects, Text)).order_by(c.id)).all():
+        trait_text = row[11]
+        if trait_text not in traits:
+            traits[trait_text] = frozenset(parse(trait_text) or ())
+        found.append(_NodeRow(
+            *row[1:11], traits[trait_text], parse(row[12]), parse(row[13]), parse(row[14]),
+            parse(row[15]), row[16], parse(row[17]),
+            inventories.get(row[0], MappingProxyType({}))))
+    return found
+
+
+def _node(row: _NodeRow) -> NodeState:
     """NodeState of one compute node row and its inventories."""
-    inventories = {
-        inv.resource_class: Inventory(
-            total=inv.total, reserved=inv.reserved, min_unit=inv.min_unit,
-            max_unit=inv.max_unit, step_size=inv.step_size,
-            allocation_ratio=inv.allocation_ratio, used=inv.used)
-        for inv in row.inventories}
     return NodeState(row.node, row.uuid, row.hypervisor_type, row.hypervisor_version,
-                     row.cpu_arch, frozenset(row.traits or ()), MappingProxyType(inventories))
+                     row.cpu_arch, row.traits, row.inventories)
 
 
 def _topologies(session: Session, hosts: set[str], nodes,
@@ -121,10 +199,9 @@ def _topologies(session: Session, hosts: set[str], nodes,
             kept[host] = state.topology
     stale = [host for host in times if host not in kept]
     if stale:
-        documents = read_reports(session, stale if len(stale) <= _IN_LIST_LIMIT else None)
-        kept.update({host: topology_from_report(documents[host], documents[host]["reported_at"],
-                                                placement.get(host))
-                     for host in stale})
+        built = load_topologies(session, stale if len(stale) <= _IN_LIST_LIMIT else None,
+                                placement)
+        kept.update({host: built[host] for host in stale if host in built})
     return kept
 
 

@@ -257,9 +257,9 @@ class HostTopology:
             "free_mig": MappingProxyType(free_mig),
             "time_sliced_vgpu": any(g.virtualization_mode == "host_vgpu"
                                     and g.mig_mode != "enabled" for g in self.gpus),
-            "has_threads": any(len(s) > 1 for c in self.cells for s in c.usable_siblings),
+            "has_threads": any(c.threads_per_core > 1 for c in self.cells),
             "sockets_known": all(c.socket is not None for c in self.cells),
-            "nvlink_islands": _islands(self.gpus, self.links.values()),
+            "nvlink_islands": _islands(self.gpus, self.links),
             "memo": {},
         }
         for name, value in values.items():
@@ -297,9 +297,30 @@ def _sibling_facts(siblings: tuple[frozenset[int], ...], usable: frozenset[int]
     return found
 
 
-def _islands(gpus: Iterable[Gpu], links: Iterable[GpuLink]) -> tuple[frozenset[str], ...]:
-    """Connected components of the NVLink graph (a GPU without NVLink is its own island)."""
-    parent = {g.pci_address: g.pci_address for g in gpus}
+_ISLANDS: dict[tuple, tuple[Any, tuple[frozenset[str], ...]]] = {}
+
+
+def _islands(gpus: Iterable[Gpu], links: Mapping[tuple[str, str], GpuLink]
+             ) -> tuple[frozenset[str], ...]:
+    """Connected components of the NVLink graph (a GPU without NVLink is its own island).
+
+    The same for every host with these GPU addresses and this (shared, see
+    :func:`link_map`) links object: kept per both, the table cleared past 4,096 entries.
+    """
+    addresses = tuple(g.pci_address for g in gpus)
+    key = (id(links), addresses)
+    entry = _ISLANDS.get(key)
+    if entry is None or entry[0] is not links:
+        if len(_ISLANDS) >= 4096:
+            _ISLANDS.clear()
+        entry = _ISLANDS[key] = (links, _components(addresses, links.values()))
+    return entry[1]
+
+
+def _components(addresses: Iterable[str], links: Iterable[GpuLink]
+                ) -> tuple[frozenset[str], ...]:
+    """:func:`_islands`, computed."""
+    parent = {a: a for a in addresses}
 
     def root(a: str) -> str:
         while parent[a] != a:
@@ -325,18 +346,12 @@ def topology_from_report(report: Mapping[str, Any], reported_at: datetime | None
     Raises KeyError/ValueError for a report that lacks required fields.
     """
     placement_in_use = placement_in_use or {}
-    gpus = []
-    for raw in report.get("gpus", ()):
-        gpu = _gpu(raw)
-        if gpu.pci_address in placement_in_use:
-            gpu = replace(gpu, in_use=placement_in_use[gpu.pci_address],
-                          in_use_source="placement")
-        gpus.append(gpu)
+    gpus = [replace_in_use(_gpu(raw), placement_in_use) for raw in report.get("gpus", ())]
     return HostTopology(
         cells=tuple(sorted((_cell(c) for c in report.get("numa_cells", ())),
                            key=lambda c: c.id)),
         gpus=tuple(sorted(gpus, key=lambda g: g.pci_address)),
-        links=_links(tuple((raw["a"], raw["b"], int(raw.get("nvlink") or 0),
+        links=link_map(tuple((raw["a"], raw["b"], int(raw.get("nvlink") or 0),
                             raw.get("p2p_nvlink"), raw.get("topology"))
                            for raw in report.get("gpu_links", ()))),
         nics=tuple(Nic(n["name"], n.get("pci_address"), n.get("numa_node"))
@@ -351,7 +366,14 @@ _LINKS: dict[tuple, Mapping[tuple[str, str], GpuLink]] = {}
 _SIBLINGS: dict[tuple[str, ...], tuple[frozenset[int], ...]] = {}
 
 
-def _links(rows: tuple[tuple[str, str, int, str | None, str | None], ...]
+def replace_in_use(found: Gpu, placement_in_use: Mapping[str, bool]) -> Gpu:
+    """``found`` with Placement's word on its use, when ``placement_in_use`` names it."""
+    if found.pci_address not in placement_in_use:
+        return found
+    return replace(found, in_use=placement_in_use[found.pci_address], in_use_source="placement")
+
+
+def link_map(rows: tuple[tuple[str, str, int, str | None, str | None], ...]
            ) -> Mapping[tuple[str, str], GpuLink]:
     """The pair map of ``rows`` (``a, b, nvlink, p2p_nvlink, topology``), shared by equal ones.
 
@@ -389,18 +411,32 @@ def _name(value: Any) -> Any:
 
 def _cell(raw: Mapping[str, Any]) -> NumaCell:
     """A NumaCell from a report cell."""
+    return numa_cell(int(raw["id"]), raw.get("socket"), raw.get("cpus"),
+                     raw.get("dedicated_cpus"), raw.get("shared_cpus"),
+                     raw.get("siblings", ()), raw["memory_mb"], raw.get("memory_usage_mb"),
+                     raw.get("cpu_usage"), raw.get("pinned_cpus"), raw.get("mempages", ()),
+                     raw.get("distances", ()))
+
+
+def numa_cell(cell_id: int, socket: int | None, cpus: str | None, dedicated: str | None,
+              shared: str | None, siblings: Iterable[str], memory_mb: int,
+              memory_usage_mb: int | None, cpu_usage: int | None, pinned: str | None,
+              mempages: Iterable[Mapping[str, Any]], distances: Iterable[int]) -> NumaCell:
+    """A NumaCell from a report cell's values (CPU lists in the kernel's text form).
+
+    ``mempages``: ``{size_kb, total, used?, reserved?}`` per page size; the report's and
+    the topology tables' shape (:mod:`cortex.knowledge.reports` builds cells from rows
+    with it, so both give the same cell).
+    """
     return NumaCell(
-        id=int(raw["id"]), socket=raw.get("socket"), cpus=parse_cpuset(raw.get("cpus")),
-        pcpuset=parse_cpuset(raw.get("dedicated_cpus")),
-        cpuset=parse_cpuset(raw.get("shared_cpus")),
-        siblings=_siblings(raw.get("siblings", ())),
-        memory=int(raw["memory_mb"]), memory_usage=int(raw.get("memory_usage_mb") or 0),
-        cpu_usage=int(raw.get("cpu_usage") or 0),
-        pinned_cpus=parse_cpuset(raw.get("pinned_cpus")),
+        id=cell_id, socket=socket, cpus=parse_cpuset(cpus), pcpuset=parse_cpuset(dedicated),
+        cpuset=parse_cpuset(shared), siblings=_siblings(siblings), memory=int(memory_mb),
+        memory_usage=int(memory_usage_mb or 0), cpu_usage=int(cpu_usage or 0),
+        pinned_cpus=parse_cpuset(pinned),
         mempages=tuple(sorted((MemPages(int(p["size_kb"]), int(p["total"]), int(p.get("used", 0)),
                                         int(p.get("reserved", 0)))
-                               for p in raw.get("mempages", ())), key=lambda p: p.size_kb)),
-        distances=tuple(int(d) for d in raw.get("distances", ())),
+                               for p in mempages), key=lambda p: p.size_kb)),
+        distances=tuple(int(d) for d in distances),
     )
 
 
@@ -409,28 +445,85 @@ def _gpu(raw: Mapping[str, Any]) -> Gpu:
     mig = raw.get("mig") or {}
     health = raw.get("health") or {}
     fabric = raw.get("fabric") or {}
+    return gpu(
+        raw["pci_address"], raw.get("vendor_id"), raw.get("device_id"), raw.get("index"),
+        raw.get("uuid"), raw.get("name"), raw.get("dev_type"), raw.get("driver"),
+        raw.get("memory_mb"), raw.get("numa_node"), raw.get("numa_source"),
+        raw.get("pci_numa_node"), raw.get("cpu_affinity"), mig.get("mode"),
+        tuple(mig_instance(int(i["id"]), int(i["profile_id"]), i["profile"],
+                           int(i.get("placement_start", 0)), int(i.get("placement_size", 0)),
+                           int(i.get("memory_mb", 0)), bool(i.get("in_use")))
+              for i in sorted(mig.get("instances", ()), key=lambda i: i["id"])),
+        raw.get("virtualization_mode"), raw.get("compute_capability"),
+        health.get("healthy", True), health.get("reasons", ()), raw.get("in_use"),
+        raw.get("in_use_source"), raw.get("vgpus_in_use"), fabric.get("clique_id"),
+        fabric.get("cluster_uuid"))
+
+
+def gpu(pci_address: str, vendor_id: str | None, device_id: str | None, index: int | None,
+        uuid: str | None, name: str | None, dev_type: str | None, driver: str | None,
+        memory_mb: int | None, numa_node: int | None, numa_source: str | None,
+        pci_numa_node: int | None, cpu_affinity: str | None, mig_mode: str | None,
+        mig_instances: tuple[MigInstance, ...], virtualization_mode: str | None,
+        compute_capability: str | None, healthy: bool | None, health_reasons: Iterable[str],
+        in_use: bool | None, in_use_source: str | None, vgpus_in_use: int | None,
+        fabric_clique: int | None, fabric_cluster: str | None) -> Gpu:
+    """A Gpu from a report GPU's values, the defaults of an agent report applied.
+
+    Vendor ``10de`` and ``type-PCI`` when not given; health true unless said otherwise;
+    the strings that recur on every host (addresses, models, modes) interned. Used for
+    reports and for the topology tables' rows alike.
+    """
+    static = (pci_address, vendor_id, device_id, name, dev_type, driver, memory_mb, numa_node,
+              numa_source, pci_numa_node, cpu_affinity, mig_mode, virtualization_mode,
+              compute_capability, in_use_source)
+    shared = _STATIC.get(static)
+    if shared is None:
+        if len(_STATIC) >= 65536:
+            _STATIC.clear()
+        shared = _STATIC[static] = (
+            _name(pci_address), _name(vendor_id or "10de"), _name(device_id), _name(name),
+            _name(dev_type or "type-PCI"), _name(driver), parse_cpuset(cpu_affinity),
+            _name(numa_source), _name(mig_mode), _name(virtualization_mode),
+            _name(compute_capability), _name(in_use_source))
+    (address, vendor, device, model, kind, driver_name, affinity, source, mode, virtualization,
+     capability, used_by) = shared
     return Gpu(
-        pci_address=_name(raw["pci_address"]), vendor_id=_name(raw.get("vendor_id") or "10de"),
-        device_id=_name(raw.get("device_id")), index=raw.get("index"), uuid=raw.get("uuid"),
-        name=_name(raw.get("name")), dev_type=_name(raw.get("dev_type") or "type-PCI"),
-        driver=_name(raw.get("driver")), memory_mb=raw.get("memory_mb"),
-        numa_node=raw.get("numa_node"), numa_source=_name(raw.get("numa_source")),
-        pci_numa_node=raw.get("pci_numa_node"),
-        cpu_affinity=parse_cpuset(raw.get("cpu_affinity")),
-        mig_mode=_name(mig.get("mode")),
-        mig_instances=tuple(MigInstance(
-            int(i["id"]), int(i["profile_id"]), _name(i["profile"]),
-            int(i.get("placement_start", 0)),
-            int(i.get("placement_size", 0)), int(i.get("memory_mb", 0)), bool(i.get("in_use")))
-            for i in sorted(mig.get("instances", ()), key=lambda i: i["id"])),
-        virtualization_mode=_name(raw.get("virtualization_mode")),
-        compute_capability=_name(raw.get("compute_capability")),
-        healthy=bool(health.get("healthy", True)),
-        health_reasons=tuple(health.get("reasons", ())),
-        in_use=bool(raw.get("in_use")), in_use_source=_name(raw.get("in_use_source")),
-        vgpus_in_use=int(raw.get("vgpus_in_use") or 0),
-        fabric_clique=fabric.get("clique_id"), fabric_cluster=fabric.get("cluster_uuid"),
+        pci_address=address, vendor_id=vendor, device_id=device, index=index, uuid=uuid,
+        name=model, dev_type=kind, driver=driver_name, memory_mb=memory_mb,
+        numa_node=numa_node, numa_source=source, pci_numa_node=pci_numa_node,
+        cpu_affinity=affinity, mig_mode=mode, mig_instances=mig_instances,
+        virtualization_mode=virtualization, compute_capability=capability,
+        healthy=True if healthy is None else bool(healthy),
+        health_reasons=tuple(health_reasons), in_use=bool(in_use), in_use_source=used_by,
+        vgpus_in_use=int(vgpus_in_use or 0), fabric_clique=fabric_clique,
+        fabric_cluster=fabric_cluster,
     )
+
+
+#: The interned static values of a GPU (all but its index, uuid, usage and health), keyed
+#: by what a report said: every host of a model repeats them slot by slot.
+_STATIC: dict[tuple, tuple] = {}
+
+
+_MIG: dict[tuple, MigInstance] = {}
+
+
+def mig_instance(instance_id: int, profile_id: int, profile: str, placement_start: int,
+                 placement_size: int, memory_mb: int, in_use: bool) -> MigInstance:
+    """A MigInstance, the same object for equal values (a fleet repeats a few layouts).
+
+    The table is cleared past 4,096 entries.
+    """
+    key = (instance_id, profile_id, profile, placement_start, placement_size, memory_mb,
+           in_use)
+    found = _MIG.get(key)
+    if found is None:
+        if len(_MIG) >= 4096:
+            _MIG.clear()
+        found = _MIG[key] = MigInstance(instance_id, profile_id, _name(profile),
+                                        placement_start, placement_size, memory_mb, in_use)
+    return found
 
 
 def placement_gpu_usage(node: str, providers: Iterable[tuple[str, int]]) -> dict[str, bool]:

@@ -68,6 +68,7 @@ def demo_client():
     app = create_app(make_conf(**{"database.connection": url}), engine=engine)
     yield app.test_client()
     app.extensions["cortex"].decisions.close()
+    app.extensions["cortex"].knowledge.close()  # its checker would outlive the database
     engine.dispose()
     _drop_postgres_database(url)
 

@@ -43,6 +43,7 @@ def clients():
     yield [app.test_client() for app in apps]
     for app in apps:
         app.extensions["cortex"].decisions.close()
+        app.extensions["cortex"].knowledge.close()  # its checker would outlive the database
     engine.dispose()
     _drop_postgres_database(url)
 

@@ -276,3 +276,22 @@ def test_placement_child_providers_decide_which_gpus_are_in_use(db):
     assert not after["0000:17:00.0"].in_use and after["0000:17:00.0"].in_use_source == "placement"
     assert after["0000:b1:00.0"].in_use and after["0000:b1:00.0"].in_use_source == "placement"
     assert after["0000:ca:00.0"].in_use == before["0000:ca:00.0"].in_use  # not in Placement
+
+
+def test_topologies_built_from_rows_equal_those_built_from_the_reports(db):
+    """The loader's row path gives what topology_from_report gives for the same reports."""
+    from cortex.knowledge.reports import load_topologies, read_reports
+
+    import_fleet(db, read_fleet(DEMO_FLEET))
+    documents = read_reports(db)
+    expected = {h: topology_from_report(d, d["reported_at"]) for h, d in documents.items()}
+    built = load_topologies(db)
+    assert built == expected
+    assert load_topologies(db, ["cmp0002", "cmp0047", "nowhere"]) == {
+        h: expected[h] for h in ("cmp0002", "cmp0047")}
+    # hosts of one model share their link map, and equal cells are one object
+    hgx = [t for t in built.values() if len(t.gpus) == 8 and t.nvlink_islands[0] == frozenset(
+        g.pci_address for g in t.gpus)]
+    assert len(hgx) >= 2 and hgx[0].links is hgx[1].links
+    cells = [c for t in built.values() for c in t.cells]
+    assert len({id(c) for c in cells}) < len(cells)
