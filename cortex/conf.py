@@ -126,6 +126,11 @@ OPTIONS: tuple[Option, ...] = (
            "Base URL clients reach the API at (e.g. https://cortex.example.org:8080), used "
            "for the links of GET /. Empty: the links are relative; never taken from the "
            "request's Host header."),
+    Option("api", "warm_up", bool, True,
+           "gunicorn workers (etc/cortex/gunicorn.conf.py) load the knowledge view and run "
+           "a general-purpose and 1, 2, 4 and 8 GPU request as simulations before they "
+           "accept connections, so the first calls do not build the view's tables. "
+           "Stops after 20 s; a database that is down is left to the first call."),
     Option("database", "connection", str, "",
            "SQLAlchemy URL, e.g. postgresql+psycopg://cortex:secret@db/cortex. "
            "Empty: an embedded SQLite file in the user's data directory "

@@ -21,6 +21,18 @@ def _build():
     return create_app(config)
 
 
+def warm_up() -> None:
+    """Warm this process's app before it serves, unless ``[api] warm_up`` is false.
+
+    gunicorn's ``post_worker_init`` hook calls it (:mod:`cortex.api.warmup`).
+    """
+    from cortex.api.warmup import warm_up as warm
+
+    app = _build()
+    if app.extensions["cortex"].conf.get("api", "warm_up"):
+        warm(app)
+
+
 def shutdown() -> None:
     """Flush this process's decision log (gunicorn's ``worker_exit`` hook calls it)."""
     if _build.cache_info().currsize:

@@ -35,6 +35,14 @@ errorlog = "-"
 loglevel = "info"
 
 
+def post_worker_init(worker):
+    """Before the worker accepts a connection: load the knowledge view and warm its tables
+    (cortex.api.warmup; ``[api] warm_up = false`` skips it)."""
+    from cortex.wsgi import warm_up
+
+    warm_up()
+
+
 def worker_exit(server, worker):
     """On SIGTERM (graceful stop), write the decisions still queued before exiting."""
     from cortex.wsgi import shutdown

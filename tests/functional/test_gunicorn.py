@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -134,3 +135,17 @@ def test_gunicorn_contract_errors(gunicorn):
     assert status == 405 and json.loads(raw)["errors"][0]["status"] == 405
     status, raw = request(f"{gunicorn}/scheduler/nova/external", {"hosts": 1})
     assert status == 400 and "Traceback" not in raw.decode()
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_workers_warm_up_before_they_serve(engine, database_url, tmp_path, warm):
+    port = free_port()
+    process, log = start_gunicorn(port, database_url, tmp_path,
+                                  CORTEX_API_WARM_UP=str(warm).lower())
+    status, _ = request(f"http://127.0.0.1:{port}/scheduler/nova/external",
+                        load_body(bodies("nova")[0]))
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=20) == 0 and status == 200
+    text = log.read_text()
+    assert len(re.findall(r"warm-up: \d+ hosts, ", text)) == (2 if warm else 0), text
+    assert "Traceback" not in text, text

@@ -1,0 +1,81 @@
+"""A worker warmed before it serves: the view loaded, every lazy table of it built.
+
+A fresh gunicorn worker used to load its knowledge view inside its first call and to
+build, in its first calls, what the plugins derive from the view (capacity tables,
+aggregate facts, each GPU model's pair matrix and its free-set memos, the cells'
+free-CPU facts), compile its schema validators and open its database connections: the
+first GPU call at 1,000 hosts took about 600 ms, and more than the 2 s request budget on
+a busy machine (a 503). gunicorn's ``post_worker_init`` hook
+(``etc/cortex/gunicorn.conf.py``) calls :func:`warm_up` before the worker accepts a
+connection.
+
+The warm-up asks the scheduler, as simulations that promise and record nothing, for a
+general-purpose VM and for 1, 2, 4 and 8 GPUs (dedicated CPUs, ``legacy`` PCI NUMA
+policy) on every host the view knows, each through the pipeline the choice rules give
+it. Their kept step answers (:mod:`cortex.pipeline.memo`) serve only real requests of
+the same shape; what the calls build on the view and its topologies serves all.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from cortex.knowledge.cache import KnowledgeUnavailable
+from cortex.scheduler.service import SchedulingFailed, simulation
+from cortex.simulator.replay import request_body
+from cortex.simulator.trace import TraceRequest
+
+LOG = logging.getLogger(__name__)
+#: (GPUs, vCPUs, MiB, guest NUMA cells) of the warm-up requests; 0 GPUs: a plain VM.
+SHAPES = ((0, 2, 4096, 0), (1, 8, 65536, 1), (2, 16, 131072, 1), (4, 32, 262144, 1),
+          (8, 64, 524288, 2))
+
+
+def warm_up(app: Any, budget_s: float = 20.0) -> float:
+    """Load ``app``'s knowledge view and run the warm-up requests; seconds it took.
+
+    Stops after ``budget_s`` seconds (gunicorn kills a worker that does not start
+    within its ``timeout``). A view that cannot be loaded (the database is down) is
+    logged and left to the first call, as without a warm-up; nothing raises.
+    """
+    started = time.perf_counter()
+    services = app.extensions["cortex"]
+    try:
+        view = services.knowledge.view()
+    except KnowledgeUnavailable as exc:
+        LOG.warning("warm-up: knowledge unavailable (%s); the first call loads it", exc)
+        return time.perf_counter() - started
+    if services.scheduler.reservations is not None:
+        try:
+            services.scheduler.reservations.active(view.loaded_at)
+        except Exception as exc:  # noqa: BLE001 - the first call retries it
+            LOG.warning("warm-up: in-flight reservations unreadable: %r", exc)
+    hosts = [{"host": name, "hypervisor_hostname": next(iter(state.nodes), name)}
+             for name, state in view.hosts.items()]
+    weights = {entry["host"]: 0.0 for entry in hosts}
+    for gpus, vcpus, memory_mb, cells in SHAPES:
+        if time.perf_counter() - started > budget_s:
+            LOG.warning("warm-up stopped after %.1f s (budget)", budget_s)
+            break
+        _ask(services, request_body(TraceRequest(f"warm-up-{gpus}", 0.0, None, gpus, 0, vcpus,
+                                                 memory_mb, numa_nodes=cells,
+                                                 cpu_policy="dedicated" if gpus else "shared"),
+                                    hosts, weights, pipeline=""))
+    elapsed = time.perf_counter() - started
+    LOG.info("warm-up: %d hosts, %.2f s", len(hosts), elapsed)
+    return elapsed
+
+
+def _ask(services: Any, body: dict[str, Any]) -> None:
+    """Validate and decide one warm-up body as a simulation; failures are logged."""
+    body.pop("pipeline", None)  # the choice rules decide, as for Nova's own calls
+    try:
+        services.validator.errors("nova", body)
+        request = services.parsers["nova"](body)
+        services.scheduler.schedule(request, simulation())
+    except SchedulingFailed as exc:
+        LOG.warning("warm-up request refused: %s", exc.detail)
+    except Exception:  # noqa: BLE001 - a warm-up must never keep a worker from serving
+        LOG.exception("warm-up request failed")

@@ -1,0 +1,53 @@
+"""A worker warms up before it serves (cortex.api.warmup)."""
+
+import logging
+
+from sqlalchemy import text
+
+from cortex.api.app import create_app
+from cortex.api.warmup import SHAPES, warm_up
+from tests.api.conftest import make_conf
+
+
+def decisions(engine) -> int:
+    with engine.connect() as connection:
+        return connection.execute(text("SELECT count(*) FROM decisions")).scalar()
+
+
+def test_warm_up_loads_the_view_and_asks_as_simulations(engine, database_url):
+    app = create_app(make_conf(**{"database.connection": database_url,
+                                  "scheduler.reservation_ttl": 300.0}), engine=engine)
+    services = app.extensions["cortex"]
+    asked = []
+    schedule = services.scheduler.schedule
+    services.scheduler.schedule = lambda request, options, *args: (
+        asked.append((request, options)) or schedule(request, options, *args))
+    before = decisions(engine)
+    try:
+        warm_up(app)
+        assert services.knowledge.current is not None
+        assert len(asked) == len(SHAPES)
+        view = services.knowledge.current
+        for request, options in asked:
+            assert options.simulated and not options.promise and not options.record
+            assert {c.host for c in request.candidates} == set(view.hosts)
+        assert sorted(r.gpu_count for r, _ in asked) == sorted(s[0] for s in SHAPES)
+        services.decisions.flush()
+        assert decisions(engine) == before
+        assert services.scheduler.reservations.active(view.loaded_at) == []
+    finally:
+        services.decisions.close()
+        services.knowledge.close()
+
+
+def test_warm_up_without_a_database_leaves_it_to_the_first_call(caplog):
+    app = create_app(make_conf(**{
+        "database.connection": "postgresql+psycopg://postgres@127.0.0.1:9/nowhere",
+        "database.connect_timeout": 1}))
+    try:
+        with caplog.at_level(logging.WARNING, "cortex.api.warmup"):
+            warm_up(app)
+        assert "knowledge unavailable" in caplog.text
+    finally:
+        app.extensions["cortex"].decisions.close()
+        app.extensions["cortex"].knowledge.close()
