@@ -274,6 +274,45 @@ class HostTopology:
         return next((c for c in self.cells if c.id == cell_id), None)
 
 
+_STATES: dict[tuple, int] = {}
+_STATE_LINKS: dict[int, Any] = {}
+#: Distinct topology states numbered per process; past this the numbering starts over.
+STATE_LIMIT = 100_000
+
+
+def state_id(topology: HostTopology) -> tuple[int, int]:
+    """A number for everything of ``topology`` the placement rules can read; kept in its memo.
+
+    Hosts with equal cells, equal GPUs (all but their uuid and index) and the same link
+    map (one object per model, :func:`link_map`) get the same number, whatever their
+    names and report times: an answer of a rule over the topology holds for all of them
+    (:func:`cortex.plugins.topology_options.shared_answer`). ``(epoch, number)``: the
+    numbering starts over, with a new epoch, once :data:`STATE_LIMIT` states were seen.
+    """
+    found = topology.memo.get("state")
+    if found is None:
+        links = topology.links
+        key = (topology.cells, id(links), tuple(
+            (g.pci_address, g.vendor_id, g.device_id, g.name, g.dev_type, g.driver,
+             g.memory_mb, g.numa_node, g.numa_source, g.pci_numa_node, g.cpu_affinity,
+             g.mig_mode, g.mig_instances, g.virtualization_mode, g.compute_capability,
+             g.healthy, g.health_reasons, g.in_use, g.in_use_source, g.vgpus_in_use,
+             g.fabric_clique, g.fabric_cluster) for g in topology.gpus))
+        number = _STATES.get(key)
+        if number is None:
+            if len(_STATES) >= STATE_LIMIT:
+                _STATES.clear()
+                _STATE_LINKS.clear()
+                _EPOCH[0] += 1
+            number = _STATES[key] = len(_STATES)
+            _STATE_LINKS[number] = links  # held: its id stays its own while numbered
+        found = topology.memo["state"] = (_EPOCH[0], number)
+    return found
+
+
+_EPOCH = [0]
+
+
 _SIBLING_FACTS: dict[tuple[tuple[frozenset[int], ...], frozenset[int]],
                      tuple[tuple[frozenset[int], ...], int]] = {}
 

@@ -110,7 +110,12 @@ class MigrationSummary:
 
 @dataclass(frozen=True, slots=True)
 class NodeState:
-    """One compute node (a Placement root provider) of a host."""
+    """One compute node (a Placement root provider) of a host.
+
+    ``allocation_ratios``: ``(cpu, ram)``, the VCPU and MEMORY_MB inventories' allocation
+    ratios (1.0 where there is none): the compute node's ratios, which Nova's
+    NUMATopologyFilter applies (:func:`cortex.rules.measures.allocation_ratios`).
+    """
 
     node: str
     uuid: str
@@ -119,6 +124,12 @@ class NodeState:
     cpu_arch: str | None
     traits: frozenset[str]
     inventories: Mapping[str, Inventory]
+    allocation_ratios: tuple[float, float] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        cpu, ram = self.inventories.get("VCPU"), self.inventories.get("MEMORY_MB")
+        object.__setattr__(self, "allocation_ratios", (
+            cpu.allocation_ratio if cpu else 1.0, ram.allocation_ratio if ram else 1.0))
 
 
 @dataclass(frozen=True, slots=True)

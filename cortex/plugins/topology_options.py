@@ -1,8 +1,18 @@
-"""The options the topology filters share, and their verdict on a host without a report."""
+"""What the topology plugins share: options, the verdict without a report, shared answers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from cortex.knowledge.topology import state_id
+from cortex.rules.measures import allocation_ratios
+
+T = TypeVar("T")
+#: Answers kept by topology state; past this many the table starts over (0: none kept).
+ANSWER_LIMIT = 200_000
+_ANSWERS: dict[tuple, Any] = {}
 
 UNKNOWN_POLICIES = ("pass", "fail")
 
@@ -25,3 +35,54 @@ class TopologyOptions:
 def unknown_topology(options: TopologyOptions) -> str | None:
     """The verdict on a host with no topology report: None (pass) or the reason."""
     return None if options.unknown_topology == "pass" else "no topology report from cortex-agent"
+
+
+def shared_answer(plugin: Any, host: Any, candidate: Any, request: Any,
+                  compute: Callable[[], T], extra: Hashable = ()) -> T:
+    """``compute()``, shared by every host in the same topology state.
+
+    For a topology plugin whose answer on a host reads only the host's topology, the
+    named node's allocation ratios, the request's ``topology_key``, its own options and
+    ``extra`` (what else it reads, e.g. the node's free capacity): the answer is kept
+    under the topology's :func:`cortex.knowledge.topology.state_id` and those, so hosts
+    in equal states (a fleet repeats a few models and usage levels) compute it once,
+    and a host whose topology outlives a knowledge version (the loader keeps unchanged
+    reports' objects) keeps its answers. Hosts without a topology are computed.
+    """
+    topology = host.topology
+    if topology is None or ANSWER_LIMIT <= 0:
+        return compute()
+    answers = _table(plugin, request)
+    key = (state_id(topology), allocation_ratios(host, candidate), extra)
+    try:
+        return answers[key]
+    except KeyError:
+        pass
+    value = compute()
+    if _SIZE[0] >= ANSWER_LIMIT:
+        _ANSWERS.clear()
+        _SIZE[0] = 0
+        answers = _table(plugin, request)
+    answers[key] = value
+    _SIZE[0] += 1
+    return value
+
+
+_SIZE = [0]
+#: ``(plugin, request, table)`` last asked, one tuple read and written whole (threads):
+#: the hosts of one request's step follow each other, and the request's key is a tuple
+#: whose hash Python does not keep. Held, so neither object's identity can be reused.
+_LAST: list[Any] = [None]
+
+
+def _table(plugin: Any, request: Any) -> dict:
+    """The answers of ``plugin`` for requests with ``request``'s topology key."""
+    last = _LAST[0]
+    if last is not None and last[0] is plugin and last[1] is request:
+        return last[2]
+    key = (plugin.memo_identity, request.topology_key)
+    table = _ANSWERS.get(key)
+    if table is None:
+        table = _ANSWERS[key] = {}
+    _LAST[0] = (plugin, request, table)
+    return table

@@ -92,7 +92,4 @@ def allocation_ratios(host: Any, candidate: Any) -> tuple[float, float]:
     MEMORY_MB inventories' allocation ratios in Placement; 1.0 where there is none.
     """
     nodes = host.nodes_named(candidate.nodes)
-    inventories = nodes[0].inventories if nodes else {}
-    cpu = inventories.get("VCPU")
-    ram = inventories.get("MEMORY_MB")
-    return (cpu.allocation_ratio if cpu else 1.0, ram.allocation_ratio if ram else 1.0)
+    return nodes[0].allocation_ratios if nodes else (1.0, 1.0)

@@ -1,7 +1,9 @@
-"""The steps' kept answers change no decision (cortex.pipeline.memo).
+"""Kept and shared answers change no decision (cortex.pipeline.memo, shared_answer).
 
 Two apps on one database holding the demo fleet: one keeps the steps' answers per
-knowledge version (the default), the other keeps none (``step_memo_size = 0``). Every
+knowledge version and shares the topology plugins' answers between hosts in one state
+(the defaults), the other keeps none (``step_memo_size = 0``) and shares none
+(``topology_options.ANSWER_LIMIT = 0`` while it decides). Every
 bundled Nova body, and variants of them that share some of what the steps read and
 differ in the rest (another project, another flavor size, other candidates, other
 guest NUMA cells, another PCI NUMA policy), is decided by both, in an order that lets
@@ -17,6 +19,7 @@ from cortex.api.app import create_app
 from cortex.db import migrate
 from cortex.db.engine import make_engine
 from cortex.pipeline import memo
+from cortex.plugins import topology_options
 from cortex.store.fleet import import_fleet, read_fleet
 from tests.api.conftest import make_conf
 from tests.api.test_recorded_decisions import decision
@@ -89,11 +92,14 @@ def variants(body: dict) -> list[dict]:
     return found
 
 
-def test_kept_answers_change_no_decision(clients):
+def test_kept_answers_change_no_decision(clients, monkeypatch):
     kept, none = clients
     requests = [variant for path in bodies("nova") if "1000-hosts" not in path.stem
                 for variant in variants(load_body(path))]
     assert len(requests) > 40
     # twice, the second time in reverse: each request finds the answers of all others
     for body in [*requests, *reversed(requests)]:
-        assert decision(kept, "nova", body) == decision(none, "nova", body)
+        found = decision(kept, "nova", body)
+        with monkeypatch.context() as patch:
+            patch.setattr(topology_options, "ANSWER_LIMIT", 0)
+            assert found == decision(none, "nova", body)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
-from cortex.plugins.topology_options import TopologyOptions, unknown_topology
+from cortex.plugins.topology_options import TopologyOptions, shared_answer, unknown_topology
 from cortex.request import (
     Candidate,
     NovaRequest,
@@ -45,6 +45,11 @@ class GpuCapacityFilter(Filter[NovaRequest, HostState]):
 
     def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """The first device request the host's free devices cannot serve."""
+        return shared_answer(self, host, candidate, request,
+                             lambda: self._refusal(host, request))
+
+    def _refusal(self, host: HostState, request: NovaRequest) -> str | None:
+        """:meth:`check`, computed."""
         topology = host.topology
         if topology is None:
             return unknown_topology(self.options)

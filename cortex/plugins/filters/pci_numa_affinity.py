@@ -17,7 +17,7 @@ from __future__ import annotations
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
-from cortex.plugins.topology_options import TopologyOptions, unknown_topology
+from cortex.plugins.topology_options import TopologyOptions, shared_answer, unknown_topology
 from cortex.request import (
     Candidate,
     NovaRequest,
@@ -49,6 +49,12 @@ class PciNumaAffinityFilter(Filter[NovaRequest, HostState]):
 
     def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """The reason (of the last assignment tried) when no assignment has its devices."""
+        return shared_answer(self, host, candidate, request,
+                             lambda: self._refusal(host, request, candidate))
+
+    def _refusal(self, host: HostState, request: NovaRequest, candidate: Candidate
+                 ) -> str | None:
+        """:meth:`check`, computed."""
         topology = host.topology
         if topology is None or not topology.cells:
             return unknown_topology(self.options)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.plugins.topology_options import shared_answer
 from cortex.request import (
     Candidate,
     NovaRequest,
@@ -72,6 +73,11 @@ class GpuAffinityWeigher(Weigher[NovaRequest, HostState]):
 
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """The set's quality; k = 1: the GPU's locality to the guest's CPUs."""
+        return shared_answer(self, host, candidate, request,
+                             lambda: self._quality(host, request, candidate))
+
+    def _quality(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
+        """:meth:`weigh`, computed."""
         options = self.options
         scores = {**DEFAULT_PAIR_SCORES, **options.pair_scores}
         if options.devices == "predicted":

@@ -39,12 +39,16 @@ from dataclasses import dataclass, field
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.plugins.topology_options import shared_answer
 from cortex.request import (
     Candidate,
     NovaRequest,
 )
 from cortex.rules.fragmentation import FragmentationModel, parse_sizes
 from cortex.rules.gpu_sets import LEVELS
+
+#: The inventories the fragmentation of a host reads (fragmentation.host_room, vgpu_slots).
+_READ = frozenset({"PCPU", "VCPU", "MEMORY_MB", "VGPU"})
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,23 @@ class GpuFragmentationWeigher(Weigher[NovaRequest, HostState]):
         return request.gpu_count > 0 or bool(request.vgpu_devices)
 
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
-        """``-(F after - F before) / (GPUs asked * scale)``; 0 without a report or claim."""
+        """``-(F after - F before) / (GPUs asked * scale)``; 0 without a report or claim.
+
+        Beside the topology it reads, for vGPUs and for guests without NUMA cells, the
+        named node's CPU, memory and VGPU inventories (their feed, the vGPUs per GPU):
+        then they are part of what its answer is shared under.
+        """
+        extra: tuple = ()
+        if not (request.gpu_count and request.guest_numa):
+            extra = (tuple(n.node for n in host.nodes_named(candidate.nodes)), tuple(
+                (n.node, rc, inventory) for n in host.all_nodes
+                for rc, inventory in n.inventories.items() if rc in _READ))
+        return shared_answer(self, host, candidate, request,
+                             lambda: self._gradient(host, request, candidate), extra)
+
+    def _gradient(self, host: HostState, request: NovaRequest, candidate: Candidate
+                  ) -> float:
+        """:meth:`weigh`, computed."""
         change = self.model.change(host, request, candidate)
         if change is None:
             return 0.0

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
+from cortex.plugins.topology_options import shared_answer
 from cortex.request import (
     Candidate,
     NovaRequest,
@@ -62,5 +63,6 @@ class NumaLocalityWeigher(Weigher[NovaRequest, HostState]):
 
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """Mean of the CPU and memory shares the GPUs' nodes can hold; 0 without a report."""
-        return room_near_claim(host, request, candidate, self.options.headroom,
-                               self.options.packing_host_numa_cells)
+        return shared_answer(self, host, candidate, request, lambda: room_near_claim(
+            host, request, candidate, self.options.headroom,
+            self.options.packing_host_numa_cells))
