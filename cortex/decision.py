@@ -23,6 +23,7 @@ one place (:func:`final_weights`)::
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -45,11 +46,13 @@ def final_weights(caller_weights: Sequence[float], weighers: Iterable[StepResult
     its ``values`` in that order. The terms are added step by step, so the floats are
     the same wherever the sum is made (the engine, a stored record read back).
     """
-    sums = [math.tanh(w) for w in caller_weights]
+    sums = list(map(math.tanh, caller_weights))
     for step in weighers:
-        multiplier, tanh = step.factor, math.tanh
-        sums = [total + multiplier * tanh(value)
-                for total, value in zip(sums, step.values or (), strict=True)]
+        values = step.values or ()
+        if len(values) != len(sums):
+            raise ValueError(f"{step.name}: {len(values)} values for {len(sums)} hosts")
+        scaled = map(float(step.factor).__mul__, map(math.tanh, values))
+        sums = list(map(operator.add, sums, scaled))  # total + multiplier * tanh(value)
     return sums
 
 
@@ -204,11 +207,9 @@ class Decision:
 
     def caller_first(self) -> str | None:
         """The caller's own first choice: its highest weight, ties to its earlier host."""
-        best = None
-        for host in self.hosts:
-            if best is None or self.weights.get(host, 0.0) > self.weights.get(best, 0.0):
-                best = host
-        return best
+        weights = self.weights
+        # max() keeps the first of equal keys: the caller's earlier host wins a tie
+        return max(self.hosts, key=lambda host: weights.get(host, 0.0), default=None)
 
     def first_choice(self) -> str | None:
         """``kept`` when the answer starts with the caller's first choice, else ``changed``.

@@ -20,7 +20,7 @@ from cortex.scheduler.service import LIVE, RunOptions, SchedulingFailed
 
 def parse(services: Any, service: str, body: Any) -> SchedulingRequest:
     """The typed request of a body; ApiError 400 for a body the schema or parser refuses."""
-    errors = services.validator.errors(service, body)
+    errors = services.validator.errors(service, body, g.get("finite_numbers", False))
     if errors:
         raise ApiError(400, "; ".join(errors))
     try:

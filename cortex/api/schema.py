@@ -89,10 +89,12 @@ class RequestValidator:
         self._fast = {service: _compiled(document, _request_pointer(service))
                       for service in SERVICES}
 
-    def errors(self, service: str, body: object) -> list[str]:
+    def errors(self, service: str, body: object, finite_numbers: bool = False) -> list[str]:
         """Return why ``body`` is not a valid request for ``service``; ``[]`` if it is.
 
-        ``body`` is the decoded JSON body of ``POST /scheduler/<service>/external``.
+        ``body`` is the decoded JSON body of ``POST /scheduler/<service>/external``;
+        ``finite_numbers``: its reader saw every number and none is beyond a double's
+        range (:func:`cortex.api.body.read_json_body`), so they need no second look.
         Messages look like ``"spec.flavor.vcpus: 'abc' is not of type 'integer'"``: the
         path inside the body (envelope ``*.data`` keys left out), then what is wrong.
         The most relevant come first (shallowest problem first; inside an ``anyOf`` such as
@@ -108,7 +110,7 @@ class RequestValidator:
                 # Valid for jsonschema-rs, the names hold no control character (the
                 # document's name pattern) and no string a lone surrogate (it could not
                 # have been converted to Rust's UTF-8), so only the numbers can be poison.
-                return _bad_numbers(body)[:MAX_MESSAGES]
+                return [] if finite_numbers else _bad_numbers(body)[:MAX_MESSAGES]
         except ValueError:  # not convertible to Rust's JSON values: let jsonschema judge
             pass
         return _messages(validator.iter_errors(body)) or poison_errors(body)

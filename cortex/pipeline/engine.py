@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,10 +77,11 @@ def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: Knowledge
     (:mod:`cortex.pipeline.memo`; 0 keeps none).
     """
     started = time.perf_counter()
-    states = view.states_for(request.service)
+    state_of = view.states_for(request.service).get
     order = {c.host: i for i, c in enumerate(request.candidates)}
-    alive = [(c, states[c.host]) for c in request.candidates if c.host in states]
-    unknown = [c for c in request.candidates if c.host not in states]
+    alive = [(c, state) for c in request.candidates if (state := state_of(c.host)) is not None]
+    unknown = [c for c in request.candidates if state_of(c.host) is None] \
+        if len(alive) < len(request.candidates) else []
     run = _Run(request, view, order, memo.store_of(view, memo_limit) if memo_limit else None)
     steps = []
     for filter_step in pipeline.filters:
@@ -90,10 +92,12 @@ def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: Knowledge
     for weigher_step in pipeline.weighers:
         _check_budget(weigher_step, deadline, started)
         steps.append(_run_weigher(weigher_step, run, alive, judged))
-    sums = final_weights([c.weight for c, _ in alive], (s for s in steps if s.weighs))
+    weights = [c.weight for c, _ in alive]
+    sums = final_weights(weights, (s for s in steps if s.weighs))
     final = dict(zip(judged, sums, strict=True))
-    alive.sort(key=lambda cs: (-final[cs[0].host], -cs[0].weight, order[cs[0].host]))
-    hosts = [c.host for c, _ in alive]
+    # alive is in the caller's order, and sorted() is stable: equal keys keep it
+    keys = list(zip(map(operator.neg, sums), map(operator.neg, weights), strict=True))
+    hosts = [judged[i] for i in sorted(range(len(judged)), key=keys.__getitem__)]
     if (pipeline.unknown_hosts or unknown_policy) == "keep":
         hosts += [c.host for c in sorted(unknown, key=lambda c: (-c.weight, order[c.host]))]
     return PipelineResult(pipeline.name, hosts, steps, [c.host for c in unknown], final,
@@ -115,12 +119,19 @@ class _Run:
     answers: memo.AnswerStore | None
     alive: list[Judged] | None = None
     names: set[str] = field(default_factory=set)
+    listed: tuple[list[Judged], list[str]] | None = None
 
     def names_of(self, alive: list[Judged]) -> set[str]:
         """The host names of ``alive`` (kept while the list is the same)."""
         if self.alive is not alive:
             self.alive, self.names = alive, {c.host for c, _ in alive}
         return self.names
+
+    def ordered_names(self, alive: list[Judged]) -> list[str]:
+        """The host names of ``alive`` in its order (kept while the list is the same)."""
+        if self.listed is None or self.listed[0] is not alive:
+            self.listed = (alive, [c.host for c, _ in alive])
+        return self.listed[1]
 
     def table(self, plugin: Any) -> memo.AnswerTable | None:
         """The bound ``plugin``'s answer table for this request; None: ask it every time."""
@@ -239,7 +250,7 @@ def _run_weigher(step: Step[Weigher], run: _Run, alive: list[Judged], judged: li
             weights = plugin.weigh_all(alive, request, view)
         else:
             weights = memo.weigh_memoised(table, alive, run.names_of(alive),
-                                          view,
+                                          run.ordered_names(alive), view,
                                           lambda hosts: plugin.weigh_all(hosts, request, view))
         if len(weights) != len(alive):
             raise ValueError(f"{len(weights)} weights for {len(alive)} hosts")

@@ -116,12 +116,12 @@ def check_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: 
 
 
 def weigh_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: set[str],
-                   view: KnowledgeView,
+                   ordered: list[str], view: KnowledgeView,
                    weigh_all: Callable[[Sequence[tuple[Any, Any]]], list[float]]
                    ) -> list[float]:
     """``weigh_all(hosts)``, asking it only about the hosts ``table`` does not know.
 
-    ``names``: the host names of ``hosts``.
+    ``names``: the host names of ``hosts``; ``ordered``: the same in their order.
     """
     direct = _direct(view, names)
     todo = (names - table.known) | direct
@@ -141,7 +141,7 @@ def weigh_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: 
                 fresh[i] = weight
         table.known |= kept
         table.store.grew(len(kept))
-    values: list[float] = [answers.get(c.host) for c, _ in hosts]  # type: ignore[misc]
+    values: list[float] = list(map(answers.get, ordered))  # type: ignore[arg-type]
     for i, weight in fresh.items():
         values[i] = weight
     return values

@@ -81,19 +81,27 @@ def parse_candidates(body: Mapping[str, Any]) -> tuple[Candidate, ...]:
     BadRequest when a host has no weight or a weight names no host (contract table).
     """
     weights = body["weights"]
-    nodes: dict[str, list[str]] = {}
-    for entry in body["hosts"]:
-        node = entry.get("hypervisor_hostname")
-        names = nodes.setdefault(entry["host"], [])
-        if node and node not in names:
-            names.append(node)
-    missing = [h for h in nodes if h not in weights]
-    if missing:
-        raise BadRequest(f"hosts without a weight: {', '.join(sorted(missing)[:5])}")
-    extra = [h for h in weights if h not in nodes]
-    if extra:
+    entries = body["hosts"]
+    hosts = [entry["host"] for entry in entries]
+    distinct = dict.fromkeys(hosts)
+    if len(distinct) == len(entries):  # the common case: each host named once
+        found: list[tuple[str, ...]] = [
+            (node,) if (node := entry.get("hypervisor_hostname")) else () for entry in entries]
+    else:
+        grouped: dict[str, list[str]] = {}
+        for entry in entries:
+            node = entry.get("hypervisor_hostname")
+            names = grouped.setdefault(entry["host"], [])
+            if node and node not in names:
+                names.append(node)
+        hosts, found = list(grouped), [tuple(n) for n in grouped.values()]
+    if distinct.keys() != weights.keys():
+        missing = [h for h in distinct if h not in weights]
+        if missing:
+            raise BadRequest(f"hosts without a weight: {', '.join(sorted(missing)[:5])}")
+        extra = [h for h in weights if h not in distinct]
         raise BadRequest(f"weights for hosts not in 'hosts': {', '.join(sorted(extra)[:5])}")
-    return tuple(Candidate(h, tuple(n), float(weights[h])) for h, n in nodes.items())
+    return tuple(map(Candidate, hosts, found, map(float, map(weights.__getitem__, hosts))))
 
 
 def context_ids(body: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
