@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,21 @@ def _drop_postgres_database(url: str) -> None:
     with admin.connect() as connection:
         connection.execute(text(f'DROP DATABASE IF EXISTS "{parsed.database}" WITH (FORCE)'))
     admin.dispose()
+
+
+@contextmanager
+def demo_database(purpose: str):
+    """``(url, engine)`` of a database of its own holding the demo fleet; dropped after."""
+    url = _create_postgres_database(purpose)
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    with engine.begin() as connection:
+        import_fleet(connection, read_fleet(DEMO_FLEET))
+    try:
+        yield url, engine
+    finally:
+        engine.dispose()
+        _drop_postgres_database(url)
 
 
 def start_demo_cluster():

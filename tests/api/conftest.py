@@ -26,6 +26,12 @@ def app(engine, database_url):
     app.extensions["cortex"].decisions.close()
 
 
+def stop_app(app) -> None:
+    """Flush an app's decision log and stop its knowledge checker (before its database goes)."""
+    app.extensions["cortex"].decisions.close()
+    app.extensions["cortex"].knowledge.close()
+
+
 def keystone_conf(tmp_path):
     """A Config with auth_strategy keystone (keystonemiddleware's AuthTokenFixture answers).
 

@@ -16,18 +16,8 @@ import os
 import pytest
 
 from cortex.api.app import create_app
-from cortex.db import migrate
-from cortex.db.engine import make_engine
-from cortex.store.fleet import import_fleet, read_fleet
-from tests.api.conftest import make_conf
-from tests.conftest import (
-    DEMO_FLEET,
-    FIXTURES,
-    _create_postgres_database,
-    _drop_postgres_database,
-    bodies,
-    load_body,
-)
+from tests.api.conftest import make_conf, stop_app
+from tests.conftest import FIXTURES, bodies, demo_database, load_body
 
 RECORD = FIXTURES / "decisions" / "demo-fleet.json"
 SKIP_STEP_KEYS = {"duration_ms"}  # the only thing that differs from run to run
@@ -60,17 +50,10 @@ def decision(client, service: str, body: dict) -> dict:
 @pytest.fixture(scope="module")
 def demo_client():
     """An app on a database of its own holding the demo fleet, as cortex-api --demo has."""
-    url = _create_postgres_database("recorded")
-    engine = make_engine(url)
-    migrate.upgrade(engine)
-    with engine.begin() as connection:
-        import_fleet(connection, read_fleet(DEMO_FLEET))
-    app = create_app(make_conf(**{"database.connection": url}), engine=engine)
-    yield app.test_client()
-    app.extensions["cortex"].decisions.close()
-    app.extensions["cortex"].knowledge.close()  # its checker would outlive the database
-    engine.dispose()
-    _drop_postgres_database(url)
+    with demo_database("recorded") as (url, engine):
+        app = create_app(make_conf(**{"database.connection": url}), engine=engine)
+        yield app.test_client()
+        stop_app(app)
 
 
 def test_every_bundled_body_decides_as_recorded(demo_client):

@@ -16,39 +16,23 @@ import copy
 import pytest
 
 from cortex.api.app import create_app
-from cortex.db import migrate
-from cortex.db.engine import make_engine
 from cortex.pipeline import memo
 from cortex.plugins import topology_options
-from cortex.store.fleet import import_fleet, read_fleet
-from tests.api.conftest import make_conf
+from tests.api.conftest import make_conf, stop_app
 from tests.api.test_recorded_decisions import decision
-from tests.conftest import (
-    DEMO_FLEET,
-    _create_postgres_database,
-    _drop_postgres_database,
-    bodies,
-    load_body,
-)
+from tests.conftest import bodies, demo_database, load_body
 
 
 @pytest.fixture(scope="module")
 def clients():
     """``(kept, none)``: test clients of two apps on one demo-fleet database."""
-    url = _create_postgres_database("memo")
-    engine = make_engine(url)
-    migrate.upgrade(engine)
-    with engine.begin() as connection:
-        import_fleet(connection, read_fleet(DEMO_FLEET))
-    apps = [create_app(make_conf(**{"database.connection": url,
-                                    "scheduler.step_memo_size": size}), engine=engine)
-            for size in (memo.DEFAULT_LIMIT, 0)]
-    yield [app.test_client() for app in apps]
-    for app in apps:
-        app.extensions["cortex"].decisions.close()
-        app.extensions["cortex"].knowledge.close()  # its checker would outlive the database
-    engine.dispose()
-    _drop_postgres_database(url)
+    with demo_database("memo") as (url, engine):
+        apps = [create_app(make_conf(**{"database.connection": url,
+                                        "scheduler.step_memo_size": size}), engine=engine)
+                for size in (memo.DEFAULT_LIMIT, 0)]
+        yield [app.test_client() for app in apps]
+        for app in apps:
+            stop_app(app)
 
 
 def _flavor(body: dict) -> dict:
