@@ -400,13 +400,26 @@ class Config:
         return self.get("database", "connection") or self._default_database_url
 
     def with_overrides(self, overrides: dict[str, Any]) -> Config:
-        """A copy with ``{"section.name": value}`` replaced (typed values, checked)."""
+        """A copy with ``{"section.name": value}`` replaced (typed values, checked).
+
+        A value given as text is parsed as the file's would be; a value of another type
+        than the option's (an int stands for a float) raises ConfigError.
+        """
         values = dict(self._values)
         for key, value in overrides.items():
             section, name = key.split(".", 1)
             if (section, name) not in values:
                 raise ConfigError(f"unknown option [{section}] {name}")
-            values[(section, name)] = _DECLARED[(section, name)].check(value)
+            option = _DECLARED[(section, name)]
+            if isinstance(value, str) and option.type is not str:
+                values[(section, name)] = _parse(option, value)
+                continue
+            wanted = (int, float) if option.type is float else option.type
+            if not isinstance(value, wanted) or (option.type is not bool
+                                                 and isinstance(value, bool)):
+                raise ConfigError(f"[{section}] {name}: {value!r} is not a valid "
+                                  f"{option.type.__name__}")
+            values[(section, name)] = option.check(value)
         return Config(values, self.source, self._default_database_url, self._passthrough)
 
 

@@ -184,3 +184,16 @@ def test_config_check_refuses_what_the_api_would_refuse_at_start(tmp_path, capsy
     assert main(["--config-file", str(path), "config", "check"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.splitlines() == [err] and message in err
+
+
+def test_overrides_as_text_are_parsed_and_wrong_types_refused():
+    assert conf.load(environ={}, overrides={"scheduler.reservation_ttl": "0"}).get(
+        "scheduler", "reservation_ttl") == 0.0
+    assert conf.load(environ={}, overrides={"scheduler.reservation_ttl": 5}).get(
+        "scheduler", "reservation_ttl") == 5
+    with pytest.raises(conf.ConfigError, match=r"\[scheduler\] reservation_ttl: 'soon'"):
+        conf.load(environ={}, overrides={"scheduler.reservation_ttl": "soon"})
+    with pytest.raises(conf.ConfigError, match=r"\[api\] warm_up: 3 is not a valid bool"):
+        conf.load(environ={}, overrides={"api.warm_up": 3})
+    with pytest.raises(conf.ConfigError, match=r"is not a valid int"):
+        conf.load(environ={}, overrides={"scheduler.step_memo_size": True})
