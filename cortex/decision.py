@@ -18,6 +18,12 @@ The combination rule, compatible with the reference implementation, is computed 
 one place (:func:`final_weights`)::
 
     final(host) = tanh(caller weight) + sum(multiplier * tanh(raw weight))
+
+A pipeline may weigh as Nova does instead (``weighing: nova``, :data:`WEIGHINGS`): each
+weigher's raw weights are clamped to its bounds and normalised over the judged hosts
+(Nova's ``nova.weights.normalize``), and the caller's weight is not counted::
+
+    final(host) = sum(multiplier * (raw - min) / (max - min))
 """
 
 from __future__ import annotations
@@ -35,24 +41,53 @@ EMPTY: Mapping[str, Any] = MappingProxyType({})
 COMPACT_FORMAT = 2
 #: Outcomes of a decision.
 OUTCOMES = ("ok", "rejected", "error", "simulated")
+#: How weighers' raw weights become a final weight: Cortex's (tanh, the caller's weight
+#: counted) or Nova's (min-max normalisation over the judged hosts, no caller weight).
+WEIGHINGS = ("cortex", "nova")
 
 
-def final_weights(caller_weights: Sequence[float], weighers: Iterable[StepResult]
-                  ) -> list[float]:
-    """``tanh(caller weight) + sum(multiplier * tanh(raw))`` per judged host, in order.
+def nova_normalize(values: Sequence[float], lower: float | None = None,
+                   upper: float | None = None) -> list[float]:
+    """Nova's weighing of one weigher's raw weights: clamped, then normalised to 0..1.
 
+    ``nova/weights.py``: ``BaseWeigher.weigh_objects`` clamps each weight to the
+    weigher's ``minval``/``maxval`` (``lower``/``upper``; None: no bound), and
+    ``normalize`` maps ``[minval or min, maxval or max]`` onto ``[0, 1]``; all equal
+    values become 0.
+    """
+    if lower is not None:
+        values = [max(v, lower) for v in values]
+    if upper is not None:
+        values = [min(v, upper) for v in values]
+    if not values:
+        return []
+    low = float(min(values) if lower is None else lower)
+    high = float(max(values) if upper is None else upper)
+    if low == high:
+        return [0.0] * len(values)
+    span = high - low
+    return [(v - low) / span for v in values]
+
+
+def final_weights(caller_weights: Sequence[float], weighers: Iterable[StepResult],
+                  weighing: str = "cortex") -> list[float]:
+    """The final weight of each judged host, in order (:data:`WEIGHINGS`).
+
+    ``cortex``: ``tanh(caller weight) + sum(multiplier * tanh(raw))``; ``nova``:
+    ``sum(multiplier * normalised raw)``, each weigher's values normalised by
+    :func:`nova_normalize` within its bounds (``StepResult.normalize``).
     ``caller_weights`` are the judged hosts' caller weights in the weighers' host order
     (``weighed``); ``weighers`` the weigher steps that ran, in pipeline order, each with
     its ``values`` in that order. The terms are added step by step, so the floats are
     the same wherever the sum is made (the engine, a stored record read back).
     """
-    sums = list(map(math.tanh, caller_weights))
+    sums = list(map(math.tanh, caller_weights)) if weighing == "cortex" \
+        else [0.0] * len(caller_weights)
     for step in weighers:
         values = step.values or ()
         if len(values) != len(sums):
             raise ValueError(f"{step.name}: {len(values)} values for {len(sums)} hosts")
-        scaled = map(float(step.factor).__mul__, map(math.tanh, values))
-        sums = list(map(operator.add, sums, scaled))  # total + multiplier * tanh(value)
+        sums = list(map(operator.add, sums, step.terms()))  # total + this step's term
     return sums
 
 
@@ -65,6 +100,9 @@ class StepResult:
     judged hosts every weigher of the call saw); :attr:`raw` and :attr:`scaled` give them
     per host. ``reason``: why it was skipped or failed; ``detail``: what the plugin
     decided for the whole request (one line). ``duration_ms`` in milliseconds.
+    ``normalize``: None for Cortex's weighing (a term is ``multiplier * tanh(raw)``), the
+    weigher's ``(minval, maxval)`` for Nova's (``multiplier * normalised raw``,
+    :func:`nova_normalize`).
     """
 
     name: str
@@ -79,6 +117,7 @@ class StepResult:
     detail: str | None = None
     weighed: Sequence[str] | None = field(default=None, repr=False)
     values: Sequence[float] | None = None
+    normalize: tuple[float | None, float | None] | None = None
 
     @property
     def weighs(self) -> bool:
@@ -97,14 +136,25 @@ class StepResult:
             return {}
         return dict(zip(self.weighed or (), self.values, strict=True))
 
+    def terms(self) -> list[float]:
+        """This step's term of each final weight, in ``weighed`` order.
+
+        ``multiplier * tanh(raw)``, or with ``normalize`` ``multiplier *`` Nova's
+        normalised raw weight (:func:`nova_normalize`).
+        """
+        values = self.values or ()
+        if self.normalize is None:
+            normalised: Iterable[float] = map(math.tanh, values)
+        else:
+            normalised = nova_normalize(values, *self.normalize)
+        return list(map(float(self.factor).__mul__, normalised))
+
     @property
     def scaled(self) -> dict[str, float]:
-        """``{host: multiplier * tanh(raw)}``: this step's term of each final weight."""
+        """``{host: term}``: this step's term of each final weight (:meth:`terms`)."""
         if not self.values:
             return {}
-        multiplier, tanh = self.factor, math.tanh
-        return {host: multiplier * tanh(value)
-                for host, value in zip(self.weighed or (), self.values, strict=True)}
+        return dict(zip(self.weighed or (), self.terms(), strict=True))
 
     def _fields(self) -> dict[str, Any]:
         """The fields of both JSON forms, empty details left out."""
@@ -112,7 +162,8 @@ class StepResult:
                   "duration_ms": self.duration_ms, "reason": self.reason,
                   "shadow": self.shadow, "multiplier": self.multiplier,
                   "hosts_in": self.hosts_in, "removed": dict(self.removed),
-                  "detail": self.detail}
+                  "detail": self.detail,
+                  "normalize": None if self.normalize is None else list(self.normalize)}
         return {k: v for k, v in fields.items() if v not in ({}, None)}
 
     def as_dict(self) -> dict[str, Any]:
@@ -149,11 +200,17 @@ class StepResult:
         removed = document.get("removed") or {}
         if not isinstance(removed, Mapping):
             raise TypeError(f"step {document['name']}: removed is not a map")
+        bounds = document.get("normalize")
+        if bounds is not None:
+            lower, upper = bounds  # two numbers or nulls, else the record is damaged
+            bounds = (None if lower is None else _number(lower),
+                      None if upper is None else _number(upper))
         return cls(str(document["name"]), document.get("kind", "filter"),
                    document.get("status", "ran"), document.get("duration_ms", 0.0),
                    document.get("reason"), bool(document.get("shadow", False)),
                    document.get("multiplier"), document.get("hosts_in", 0),
-                   MappingProxyType(dict(removed)), document.get("detail"), hosts, values)
+                   MappingProxyType(dict(removed)), document.get("detail"), hosts, values,
+                   bounds)
 
 
 @dataclass(frozen=True)
@@ -170,7 +227,8 @@ class Decision:
     timing: ``id``, ``created_at`` (UTC), ``duration_ms``, ``api_request_id`` (Cortex's
     own ``req-`` id). A simulation carries ``simulated`` and the ``overrides`` it ran
     with. ``damaged`` says why a stored record could not be read whole (its steps and
-    weights are then left out).
+    weights are then left out). ``weighing``: how the final weights were summed
+    (:data:`WEIGHINGS`, the pipeline's).
     """
 
     service: str
@@ -197,6 +255,7 @@ class Decision:
     simulated: bool = False
     overrides: Mapping[str, Any] | None = None
     damaged: str | None = None
+    weighing: str = "cortex"
 
     @property
     def weighers(self) -> tuple[StepResult, ...]:
@@ -232,6 +291,8 @@ class Decision:
                       hosts=list(self.hosts), weights=dict(self.weights))
         if self.pipeline is not None:
             fields["pipeline"] = self.pipeline
+        if self.weighing != "cortex":
+            fields["weighing"] = self.weighing
         return fields
 
     def _outcome(self) -> dict[str, Any]:
@@ -304,7 +365,8 @@ class Decision:
             weighed=weighed, knowledge_version=record.get("knowledge_version"),
             status=record.get("status"), detail=record.get("detail"),
             api_request_id=record.get("api_request_id"),
-            simulated=bool(record.get("simulated")), overrides=record.get("overrides"))
+            simulated=bool(record.get("simulated")), overrides=record.get("overrides"),
+            weighing=_weighing(record.get("weighing", "cortex")))
         if record.get("format") == COMPACT_FORMAT:
             finals = judged_weights(found)
         else:
@@ -324,13 +386,21 @@ class Decision:
             created_at=datetime.fromisoformat(created) if isinstance(created, str) else created)
 
 
+def _weighing(value: Any) -> str:
+    """A record's ``weighing``; ValueError for one not in :data:`WEIGHINGS`."""
+    if value not in WEIGHINGS:
+        raise ValueError(f"weighing {value!r} is not one of {', '.join(WEIGHINGS)}")
+    return value
+
+
 def judged_weights(decision: Decision) -> dict[str, float]:
     """``{host: final weight}`` of the hosts still judged at the end of ``decision``.
 
     The sum (:func:`final_weights`) over ``weighed``; hosts a filter removed after the
     weighers (the in-flight reservation's re-check) are left out.
     """
-    sums = final_weights([decision.weights[h] for h in decision.weighed], decision.weighers)
+    sums = final_weights([decision.weights[h] for h in decision.weighed], decision.weighers,
+                         decision.weighing)
     gone = {host for step in decision.steps if step.kind == "filter" and not step.shadow
             for host in step.removed}
     return {h: total for h, total in zip(decision.weighed, sums, strict=True) if h not in gone}

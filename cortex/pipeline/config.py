@@ -13,6 +13,7 @@ File shape::
         service: nova|cinder|manila
         description: str
         unknown_hosts: keep|drop          # optional, else [scheduler] unknown_host_policy
+        weighing: cortex|nova             # optional: how raw weights sum (decision.WEIGHINGS)
         filters:  [{name, options?: {}, on_error?: fail|skip, shadow?: bool,
                     max_duration_ms?: float}]
         weighers: [{name, options?: {}, multiplier?: float, on_error?: skip|fail,
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from cortex.decision import WEIGHINGS
 from cortex.documents import check_document, load_document
 from cortex.plugins.base import Filter, OptionsError, Plugin, Weigher, build_options
 from cortex.plugins.registry import PluginError, load_all, lookup
@@ -63,6 +65,7 @@ PIPELINES_SCHEMA: dict[str, Any] = {
             "properties": {
                 "service": {"enum": list(SERVICES)}, "description": {"type": "string"},
                 "unknown_hosts": {"enum": ["keep", "drop"]},
+                "weighing": {"enum": list(WEIGHINGS)},
                 "filters": {"type": "array", "items": _STEP},
                 "weighers": {"type": "array", "items": _STEP}}}},
     },
@@ -99,7 +102,11 @@ class Step(Generic[PluginT]):
 
 @dataclass(frozen=True)
 class Pipeline:
-    """A named pipeline for one service: ordered filters, then weighers."""
+    """A named pipeline for one service: ordered filters, then weighers.
+
+    ``weighing``: how the weighers' raw weights make the final weight, Cortex's tanh sum
+    with the caller's weight or Nova's normalised sum (:func:`cortex.decision.final_weights`).
+    """
 
     name: str
     service: str
@@ -107,6 +114,7 @@ class Pipeline:
     filters: tuple[Step[Filter], ...]
     weighers: tuple[Step[Weigher], ...]
     unknown_hosts: str | None = None
+    weighing: str = "cortex"
 
 
 @dataclass(frozen=True)
@@ -162,7 +170,8 @@ def _pipeline(name: str, spec: Mapping[str, Any], source: str) -> Pipeline:
                          for step in spec.get(f"{kind}s") or ())
              for kind in ("filter", "weigher")}
     return Pipeline(name, service, spec.get("description", ""), steps["filter"],
-                    steps["weigher"], spec.get("unknown_hosts"))
+                    steps["weigher"], spec.get("unknown_hosts"),
+                    spec.get("weighing", "cortex"))
 
 
 def _step(kind: str, spec: Mapping[str, Any], service: str, where: str) -> Step[Any]:

@@ -55,7 +55,8 @@ class PipelineResult:
     """The answer (``hosts``, best first) and how it came about.
 
     ``weights`` are the final weights of the judged hosts; ``weighed`` lists those
-    hosts in the order the weighers saw them (every weigher step's ``values`` order).
+    hosts in the order the weighers saw them (every weigher step's ``values`` order);
+    ``weighing`` is the pipeline's (:data:`cortex.decision.WEIGHINGS`).
     """
 
     pipeline: str
@@ -64,6 +65,7 @@ class PipelineResult:
     unknown_hosts: list[str]
     weights: dict[str, float]
     weighed: list[str] = field(default_factory=list)
+    weighing: str = "cortex"
 
 
 def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: KnowledgeView,
@@ -82,7 +84,8 @@ def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: Knowledge
     alive = [(c, state) for c in request.candidates if (state := state_of(c.host)) is not None]
     unknown = [c for c in request.candidates if state_of(c.host) is None] \
         if len(alive) < len(request.candidates) else []
-    run = _Run(request, view, order, memo.store_of(view, memo_limit) if memo_limit else None)
+    run = _Run(request, view, order, memo.store_of(view, memo_limit) if memo_limit else None,
+               pipeline.weighing)
     steps = []
     for filter_step in pipeline.filters:
         _check_budget(filter_step, deadline, started)
@@ -93,7 +96,7 @@ def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: Knowledge
         _check_budget(weigher_step, deadline, started)
         steps.append(_run_weigher(weigher_step, run, alive, judged))
     weights = [c.weight for c, _ in alive]
-    sums = final_weights(weights, (s for s in steps if s.weighs))
+    sums = final_weights(weights, (s for s in steps if s.weighs), pipeline.weighing)
     final = dict(zip(judged, sums, strict=True))
     # alive is in the caller's order, and sorted() is stable: equal keys keep it
     keys = list(zip(map(operator.neg, sums), map(operator.neg, weights), strict=True))
@@ -101,7 +104,7 @@ def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: Knowledge
     if (pipeline.unknown_hosts or unknown_policy) == "keep":
         hosts += [c.host for c in sorted(unknown, key=lambda c: (-c.weight, order[c.host]))]
     return PipelineResult(pipeline.name, hosts, steps, [c.host for c in unknown], final,
-                          judged)
+                          judged, pipeline.weighing)
 
 
 @dataclass(slots=True)
@@ -109,14 +112,15 @@ class _Run:
     """What every step of one call shares.
 
     The request, its view, the candidates' order, the view's answer store (None:
-    nothing memoised) and the names of the hosts still alive (``alive``, the list
-    they were taken from).
+    nothing memoised), the pipeline's weighing and the names of the hosts still alive
+    (``alive``, the list they were taken from).
     """
 
     request: SchedulingRequest
     view: KnowledgeView
     order: dict[str, int]
     answers: memo.AnswerStore | None
+    weighing: str = "cortex"
     alive: list[Judged] | None = None
     names: set[str] = field(default_factory=set)
     listed: tuple[list[Judged], list[str]] | None = None
@@ -266,7 +270,8 @@ def _run_weigher(step: Step[Weigher], run: _Run, alive: list[Judged], judged: li
         return StepResult(step.name, "weigher", "error", _ms(started), repr(exc),
                           multiplier=step.multiplier, hosts_in=len(alive), detail=detail)
     return StepResult(step.name, "weigher", "ran", _ms(started), multiplier=step.multiplier,
-                      hosts_in=len(alive), detail=detail, weighed=judged, values=list(weights))
+                      hosts_in=len(alive), detail=detail, weighed=judged, values=list(weights),
+                      normalize=plugin.normalize_bounds if run.weighing == "nova" else None)
 
 
 def _ms(started: float) -> float:

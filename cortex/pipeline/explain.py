@@ -34,7 +34,8 @@ def explain(decision: Decision) -> dict[str, Any]:
     A decision without a ranking (a call rejected before its pipeline ran) gives an
     explanation that says so. Keys: ``decision`` (identity), ``summary`` (one line),
     ``removed``/``would_remove`` (``[{host, step, reason}]``), ``steps`` (one line per
-    step), ``weighers`` (``[{step, multiplier}]``), ``ranking`` (per judged host: rank,
+    step), ``weighing`` (the pipeline's, :data:`cortex.decision.WEIGHINGS`), ``weighers``
+    (``[{step, multiplier}]``), ``ranking`` (per judged host: rank,
     final, caller weight and term, and per weigher raw and scaled), ``winner``,
     ``runner_up``, ``margin``, ``decided_by``, ``differences`` and ``counterfactuals``.
     """
@@ -52,6 +53,7 @@ def explain(decision: Decision) -> dict[str, Any]:
         "removed": _removals(decision.steps, shadow=False),
         "would_remove": _removals(decision.steps, shadow=True),
         "steps": [_step_line(s) for s in decision.steps],
+        "weighing": decision.weighing,
         "weighers": [{"step": s.name, "multiplier": s.factor} for s in weighers],
         "ranking": ranking,
         "winner": winner["host"] if winner else None,
@@ -270,7 +272,10 @@ def _ranking_lines(explanation: Mapping[str, Any], limit: int) -> list[str]:
     if not ranking:
         return []
     weighers = explanation["weighers"]
-    lines = ["", "Weighers (scaled = multiplier * tanh(raw)):"]
+    lines = ["", "Weighers (scaled = multiplier * tanh(raw)):"
+             if explanation.get("weighing", "cortex") == "cortex" else
+             "Weighers, as Nova weighs (scaled = multiplier * raw normalised between the "
+             "judged hosts' least and greatest; the caller's weight not counted):"]
     lines += [f"  w{i + 1} = {w['step']} (multiplier {w['multiplier']:g})"
               for i, w in enumerate(weighers)]
     if not weighers:

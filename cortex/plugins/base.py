@@ -206,7 +206,12 @@ class Weigher(Plugin[RequestT, StateT]):
     """Orders hosts: implement ``weigh``.
 
     Higher raw values are better; a negative multiplier in the pipeline inverts the preference.
+    ``normalize_bounds``: the ``(minval, maxval)`` Nova's weigher of the same measure
+    clamps and normalises with, for pipelines that weigh as Nova does (``weighing:
+    nova``, :func:`cortex.decision.nova_normalize`); None: no bound.
     """
+
+    normalize_bounds: tuple[float | None, float | None] = (None, None)
 
     def weigh(self, host: StateT, request: RequestT, candidate: Candidate) -> float:
         """The raw weight of ``host`` for ``request`` (any float; tanh-squashed later)."""

@@ -29,6 +29,24 @@ def free_share(node: Any, resource_class: str, request: Any) -> float | None:
     return (inventory.capacity - inventory.used - requested) / inventory.capacity
 
 
+def nova_free(node: Any, resource_class: str) -> float | None:
+    """What Nova's weighers call free on ``node``, from its Placement inventory; None: none.
+
+    ``MEMORY_MB``: ``free_ram_mb``, the compute node's ``memory_mb - memory_mb_used``,
+    i.e. ``total - reserved - used`` (RAMWeigher); ``DISK_GB``: ``free_disk_mb``,
+    ``(total - reserved - used) * 1024`` (DiskWeigher); ``VCPU``: ``vcpus_total *
+    cpu_allocation_ratio - vcpus_used``, reserved CPUs not counted (CPUWeigher,
+    ``nova/scheduler/weights/cpu.py``). Before placing the request, as Nova weighs.
+    """
+    inventory = node.inventories.get(resource_class)
+    if inventory is None:
+        return None
+    if resource_class == "VCPU":
+        return inventory.total * inventory.allocation_ratio - inventory.used
+    free = inventory.total - inventory.reserved - inventory.used
+    return float(free * 1024 if resource_class == "DISK_GB" else free)
+
+
 def num_io_ops(host: Any) -> int:
     """Nova's ``num_io_ops``: instances on the host that are building or in an I/O task."""
     return sum(1 for i in host.instances

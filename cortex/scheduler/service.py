@@ -225,7 +225,8 @@ class SchedulerService:
             request, options, call_id, started, record, pipeline=name,
             result=tuple(result.hosts), unknown_hosts=tuple(result.unknown_hosts),
             steps=tuple(result.steps), weighed=tuple(result.weighed),
-            final_weights=MappingProxyType(result.weights), knowledge_version=view.version,
+            final_weights=MappingProxyType(result.weights), weighing=result.weighing,
+            knowledge_version=view.version,
             status=200, outcome="simulated" if options.simulated else "ok")
         if live:
             self._observe(decision, request, view)

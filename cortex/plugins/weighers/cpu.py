@@ -4,13 +4,17 @@ Nova's CPUWeigher (``nova/scheduler/weights/cpu.py``): the raw weight is the sha
 the node's CPU capacity (``(total - reserved) * allocation_ratio``) still free after
 placing the request, 1 for an empty node, 0 for a full one; the best of the named
 nodes counts. The class weighed is the one the request asks for: PCPU for pinned
-(``hw:cpu_policy=dedicated``) requests, VCPU otherwise (Nova weighs VCPU only). A
+(``hw:cpu_policy=dedicated``) requests, VCPU otherwise (Nova weighs VCPU only).
+``measure: free_vcpus`` weighs what Nova does instead: ``vcpus_total *
+cpu_allocation_ratio - vcpus_used`` of VCPU, before placement, whatever the request. A
 positive multiplier spreads (Nova's default ``cpu_weight_multiplier = 1.0``), a negative
 one stacks. Nova weighs the absolute free count normalised over the candidates;
 Cortex weighs the share. A host without that inventory weighs 0.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
@@ -19,7 +23,23 @@ from cortex.request import (
     Candidate,
     NovaRequest,
 )
-from cortex.rules.measures import free_share
+from cortex.rules.measures import free_share, nova_free
+
+
+@dataclass(frozen=True)
+class CpuOptions:
+    """``measure``: ``free_share`` (Cortex's) or ``free_vcpus`` (Nova's), see the module.
+
+    The share is what stays free after placing the request; ``free_vcpus`` is the amount
+    free before it, as Nova's weigher counts it.
+    """
+
+    measure: str = "free_share"
+
+    def __post_init__(self) -> None:
+        """Refuse a measure outside the two."""
+        if self.measure not in ("free_share", "free_vcpus"):
+            raise ValueError("measure must be one of free_share, free_vcpus")
 
 
 @register
@@ -27,9 +47,15 @@ class CPUWeigher(Weigher[NovaRequest, HostState]):
     """Free share of the requested CPU class after placement."""
 
     name = "weigher_cpu"
+    Options = CpuOptions
+    normalize_bounds = (0.0, None)  # Nova's CPUWeigher.minval
 
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
-        """Highest free share among the named nodes (0 without inventory)."""
-        rc = "PCPU" if "PCPU" in request.resources else "VCPU"
-        shares = [free_share(n, rc, request) for n in host.nodes_named(candidate.nodes)]
-        return max((s for s in shares if s is not None), default=0.0)
+        """Highest free share (or free VCPUs) among the named nodes (0 without inventory)."""
+        nodes = host.nodes_named(candidate.nodes)
+        if self.options.measure == "free_vcpus":
+            found = [nova_free(n, "VCPU") for n in nodes]
+        else:
+            rc = "PCPU" if "PCPU" in request.resources else "VCPU"
+            found = [free_share(n, rc, request) for n in nodes]
+        return max((s for s in found if s is not None), default=0.0)

@@ -6,11 +6,14 @@ placing the request, 1 for an empty node, 0 for a full one, negative when overco
 the best of the named nodes counts. A positive multiplier spreads instances (Nova's
 default ``disk_weight_multiplier = 1.0``), a negative one stacks them. Nova weighs the
 absolute free amount normalised over the candidates; Cortex weighs the share, so hosts
-of different sizes compare by how full they are. A host without DISK_GB inventory weighs
-0.
+of different sizes compare by how full they are. ``measure: free_mb`` weighs Nova's
+``free_disk_mb`` instead (``(total - reserved - used) * 1024``, before placement), for a
+pipeline that weighs as Nova does. A host without DISK_GB inventory weighs 0.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
@@ -19,7 +22,23 @@ from cortex.request import (
     Candidate,
     NovaRequest,
 )
-from cortex.rules.measures import free_share
+from cortex.rules.measures import free_share, nova_free
+
+
+@dataclass(frozen=True)
+class DiskOptions:
+    """``measure``: ``free_share`` (Cortex's) or ``free_mb`` (Nova's), see the module.
+
+    The share is what stays free after placing the request; ``free_mb`` is the amount
+    free before it, as Nova's weigher counts it.
+    """
+
+    measure: str = "free_share"
+
+    def __post_init__(self) -> None:
+        """Refuse a measure outside the two."""
+        if self.measure not in ("free_share", "free_mb"):
+            raise ValueError("measure must be one of free_share, free_mb")
 
 
 @register
@@ -27,9 +46,14 @@ class DiskWeigher(Weigher[NovaRequest, HostState]):
     """Free share of DISK_GB after placement."""
 
     name = "weigher_disk"
+    Options = DiskOptions
+    normalize_bounds = (0.0, None)  # Nova's DiskWeigher.minval
 
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
-        """Highest free share among the named nodes (0 without inventory)."""
+        """Highest free share (or free MiB) among the named nodes (0 without inventory)."""
         nodes = host.nodes_named(candidate.nodes)
-        shares = [free_share(n, "DISK_GB", request) for n in nodes]
-        return max((s for s in shares if s is not None), default=0.0)
+        if self.options.measure == "free_mb":
+            found = [nova_free(n, "DISK_GB") for n in nodes]
+        else:
+            found = [free_share(n, "DISK_GB", request) for n in nodes]
+        return max((s for s in found if s is not None), default=0.0)

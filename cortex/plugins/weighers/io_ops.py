@@ -41,6 +41,7 @@ class IoOpsWeigher(Weigher[NovaRequest, HostState]):
     name = "weigher_io_ops"
     host_only = True
     Options = IoOpsOptions
+    normalize_bounds = (0.0, None)  # Nova's IoOpsWeigher.minval
 
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """``num_io_ops / scale``."""

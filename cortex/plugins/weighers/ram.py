@@ -6,11 +6,15 @@ after placing the request, 1 for an empty node, 0 for a full one, negative when
 overcommitted; the best of the named nodes counts. A positive multiplier spreads
 instances (Nova's default ``ram_weight_multiplier = 1.0``), a negative one stacks them.
 Nova weighs the absolute free amount normalised over the candidates; Cortex weighs the
-share, so hosts of different sizes compare by how full they are. A host without
-MEMORY_MB inventory weighs 0.
+share, so hosts of different sizes compare by how full they are. ``measure: free_mb``
+weighs Nova's ``free_ram_mb`` instead (``total - reserved - used``, before placement),
+for a pipeline that weighs as Nova does (``nova-baseline``). A host without MEMORY_MB
+inventory weighs 0.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
@@ -19,7 +23,23 @@ from cortex.request import (
     Candidate,
     NovaRequest,
 )
-from cortex.rules.measures import free_share
+from cortex.rules.measures import free_share, nova_free
+
+
+@dataclass(frozen=True)
+class RamOptions:
+    """``measure``: ``free_share`` (Cortex's) or ``free_mb`` (Nova's), see the module.
+
+    The share is what stays free after placing the request; ``free_mb`` is the amount
+    free before it, as Nova's weigher counts it.
+    """
+
+    measure: str = "free_share"
+
+    def __post_init__(self) -> None:
+        """Refuse a measure outside the two."""
+        if self.measure not in ("free_share", "free_mb"):
+            raise ValueError("measure must be one of free_share, free_mb")
 
 
 @register
@@ -27,9 +47,14 @@ class RAMWeigher(Weigher[NovaRequest, HostState]):
     """Free share of MEMORY_MB after placement."""
 
     name = "weigher_ram"
+    Options = RamOptions
+    normalize_bounds = (0.0, None)  # Nova's RAMWeigher.minval
 
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
-        """Highest free share among the named nodes (0 without inventory)."""
+        """Highest free share (or free MiB) among the named nodes (0 without inventory)."""
         nodes = host.nodes_named(candidate.nodes)
-        shares = [free_share(n, "MEMORY_MB", request) for n in nodes]
-        return max((s for s in shares if s is not None), default=0.0)
+        if self.options.measure == "free_mb":
+            found = [nova_free(n, "MEMORY_MB") for n in nodes]
+        else:
+            found = [free_share(n, "MEMORY_MB", request) for n in nodes]
+        return max((s for s in found if s is not None), default=0.0)
