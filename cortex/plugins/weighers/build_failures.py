@@ -5,10 +5,13 @@ minus the host's count of recent build failures (``failed_builds``, reset by nov
 after a successful build). Nova's default ``build_failure_weight_multiplier`` is
 1000000.0, large enough to override the other weighers; with Cortex's tanh squashing a
 multiplier of a few units does the same. A negative multiplier would prefer failing
-hosts: do not.
+hosts: do not. ``measure: failures`` weighs ``failed_builds`` itself, for a pipeline that
+weighs as Nova does with Nova's negated multiplier (``-1000000.0``, ``nova-baseline``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
@@ -19,13 +22,27 @@ from cortex.request import (
 )
 
 
+@dataclass(frozen=True)
+class BuildFailureOptions:
+    """``measure``: ``minus_failures`` (Cortex's) or ``failures`` (Nova's, see the module)."""
+
+    measure: str = "minus_failures"
+
+    def __post_init__(self) -> None:
+        """Refuse a measure outside the two."""
+        if self.measure not in ("minus_failures", "failures"):
+            raise ValueError("measure must be one of minus_failures, failures")
+
+
 @register
 class BuildFailureWeigher(Weigher[NovaRequest, HostState]):
     """Minus the recent build failures on the host."""
 
     name = "weigher_build_failures"
     host_only = True
+    Options = BuildFailureOptions
 
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
-        """``-failed_builds``."""
-        return -float(host.failed_builds)
+        """``-failed_builds`` (``failures``: ``failed_builds``)."""
+        failures = float(host.failed_builds)
+        return failures if self.options.measure == "failures" else -failures
