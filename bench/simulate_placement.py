@@ -1,9 +1,9 @@
-"""Placement quality of kvm-gpu-topology-aware against nova-baseline, over several seeds.
+"""Placement quality of kvm-gpu-topology-aware against kvm-gpu-bin-packing and nova-baseline.
 
 Run: .venv/bin/python bench/simulate_placement.py [--trace-dir ../shared/traces/alibaba-gpu-v2023]
      [--seeds 5] [--alibaba-samples 4]
 
-Scenarios (each replayed through both pipelines by cortex.simulator, as
+Scenarios (each replayed through the three pipelines by cortex.simulator, as
 ``cortex-manage simulate`` does, on a fresh fleet each time):
 
 * hgx, mixed: the shipped fleets, a synthetic timeline (2,000 requests, offered GPU load
@@ -31,7 +31,7 @@ from cortex.simulator.replay import replay
 from cortex.simulator.session import resolve_fleet
 from cortex.simulator.trace import SyntheticSpec, read_trace, synthetic_trace
 
-PIPELINES = ("kvm-gpu-topology-aware", "nova-baseline")
+PIPELINES = ("kvm-gpu-topology-aware", "kvm-gpu-bin-packing", "nova-baseline")
 METRICS = (
     ("placed before 1st rejection", lambda r: r.placed_before_first_rejection, "{:.0f}"),
     ("1st GPU rejection", lambda r: r.first_rejection_of("gpu") or len(r.decisions) + 1,
