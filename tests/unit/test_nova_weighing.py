@@ -76,3 +76,17 @@ def test_an_unknown_weighing_is_refused_at_load():
         pipeline("tanh")
     with pytest.raises(ValueError, match="weighing 'tanh'"):
         Decision.from_record({"service": "nova", "weighing": "tanh"})
+
+
+@pytest.mark.parametrize("weigher, nova_measure, other", [
+    ("weigher_ram", "free_mb", "free_vcpus"), ("weigher_disk", "free_mb", "free_vcpus"),
+    ("weigher_cpu", "free_vcpus", "free_mb"), ("weigher_build_failures", "failures", "free_mb")])
+def test_each_weigher_takes_its_own_nova_measure_only(weigher, nova_measure, other):
+    def build(measure):
+        spec = {"service": "nova", "weighers": [{"name": weigher,
+                                                 "options": {"measure": measure}}]}
+        return build_pipelines({"defaults": {"nova": "p"}, "pipelines": {"p": spec}})
+
+    assert build(nova_measure)
+    with pytest.raises(PipelineConfigError, match="measure must be one of"):
+        build(other)

@@ -14,10 +14,9 @@ Cortex weighs the share. A host without that inventory weighs 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
+from cortex.plugins.measure_options import FreeVcpusOptions
 from cortex.plugins.registry import register
 from cortex.request import (
     Candidate,
@@ -26,28 +25,12 @@ from cortex.request import (
 from cortex.rules.measures import free_share, nova_free
 
 
-@dataclass(frozen=True)
-class CpuOptions:
-    """``measure``: ``free_share`` (Cortex's) or ``free_vcpus`` (Nova's), see the module.
-
-    The share is what stays free after placing the request; ``free_vcpus`` is the amount
-    free before it, as Nova's weigher counts it.
-    """
-
-    measure: str = "free_share"
-
-    def __post_init__(self) -> None:
-        """Refuse a measure outside the two."""
-        if self.measure not in ("free_share", "free_vcpus"):
-            raise ValueError("measure must be one of free_share, free_vcpus")
-
-
 @register
 class CPUWeigher(Weigher[NovaRequest, HostState]):
     """Free share of the requested CPU class after placement."""
 
     name = "weigher_cpu"
-    Options = CpuOptions
+    Options = FreeVcpusOptions
     normalize_bounds = (0.0, None)  # Nova's CPUWeigher.minval
 
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:

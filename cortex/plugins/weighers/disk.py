@@ -13,10 +13,9 @@ pipeline that weighs as Nova does. A host without DISK_GB inventory weighs 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
+from cortex.plugins.measure_options import FreeMbOptions
 from cortex.plugins.registry import register
 from cortex.request import (
     Candidate,
@@ -25,28 +24,12 @@ from cortex.request import (
 from cortex.rules.measures import free_share, nova_free
 
 
-@dataclass(frozen=True)
-class DiskOptions:
-    """``measure``: ``free_share`` (Cortex's) or ``free_mb`` (Nova's), see the module.
-
-    The share is what stays free after placing the request; ``free_mb`` is the amount
-    free before it, as Nova's weigher counts it.
-    """
-
-    measure: str = "free_share"
-
-    def __post_init__(self) -> None:
-        """Refuse a measure outside the two."""
-        if self.measure not in ("free_share", "free_mb"):
-            raise ValueError("measure must be one of free_share, free_mb")
-
-
 @register
 class DiskWeigher(Weigher[NovaRequest, HostState]):
     """Free share of DISK_GB after placement."""
 
     name = "weigher_disk"
-    Options = DiskOptions
+    Options = FreeMbOptions
     normalize_bounds = (0.0, None)  # Nova's DiskWeigher.minval
 
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
