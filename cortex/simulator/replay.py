@@ -82,6 +82,26 @@ class RunResult:
     fleet_gpus: int
     decisions: list[Decision] = field(default_factory=list)
     wall_s: float = 0.0
+    passthrough_gpus: int = 0
+
+    def unallocated_pct_at(self, arrived_pct: float) -> float | None:
+        """Weng et al.'s measure: unallocated GPUs (%) once the arrived demand reaches a level.
+
+        "Beware of Fragmentation" (USENIX ATC '23) plots the share of the cluster's GPUs
+        left unallocated against the workload arrived so far, in % of the cluster's GPUs.
+        Here over the passthrough GPUs (vGPU requests go to the vGPU hosts, which are left
+        out): the free passthrough GPUs (%) after the first arrival that brings the
+        arrived passthrough GPUs to ``arrived_pct`` % of them. None when the trace never
+        gets there. Meant for traces without departures (``fill`` mode).
+        """
+        if not self.passthrough_gpus:
+            return None
+        wanted, arrived = self.passthrough_gpus * arrived_pct / 100, 0
+        for decision in self.decisions:
+            arrived += decision.gpus
+            if arrived >= wanted:
+                return 100 * decision.free_gpus / self.passthrough_gpus
+        return None
 
     @property
     def placed(self) -> int:
@@ -199,7 +219,8 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
     service = SchedulerService(pipelines, cloud, SETTINGS)
     hosts = [{"host": h.name, "hypervisor_hostname": h.name} for h in fleet.hosts]
     weights = dict.fromkeys(cloud.hosts, 0.0)
-    result = RunResult(pipeline, fleet.name, fleet.gpus)
+    result = RunResult(pipeline, fleet.name, fleet.gpus, passthrough_gpus=sum(
+        host.passthrough_gpus() for host in cloud.hosts.values()))
     rejected, where = 0, {}
     for kind, index, request in _events(trace):
         if kind == "departure":

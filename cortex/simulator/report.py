@@ -1,9 +1,16 @@
-"""The simulator's report: a Markdown table per fleet and a PNG plot of the runs over the trace."""
+"""The simulator's report: tables, plots and the machine-readable summary.
+
+A Markdown table per fleet, a PNG plot of the runs over the trace, and the summary over
+seeds (:func:`summary`, ``cortex-manage simulate --format json``).
+"""
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from cortex.simulator.replay import RunResult
 
@@ -42,6 +49,75 @@ def table(runs: Sequence[RunResult]) -> str:
             f"{run.decision_ms(0.5):.1f} / {run.decision_ms(0.95):.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+#: Arrived workload levels (% of the fleet's passthrough GPUs) of :func:`summary`.
+ARRIVED_LEVELS = (50, 100, 120)
+
+
+def interval(values: Sequence[float]) -> dict[str, Any]:
+    """``{"mean", "ci95"}`` of ``values``: Student's t interval over them (None for one).
+
+    The two-sided 95 % interval of the mean, ``mean +- t(0.975, n - 1) * s / sqrt(n)``
+    (``scipy.stats.t``); the values are taken as independent draws, one per seed.
+    """
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return {"mean": mean, "ci95": None}
+    from scipy.stats import t
+
+    half = t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return {"mean": mean, "ci95": [mean - half, mean + half]}
+
+
+def summary(by_seed: Sequence[Sequence[RunResult]]) -> dict[str, Any]:
+    """The machine-readable results of one scenario: per pipeline, over the seeds.
+
+    ``by_seed``: per seed, one run per pipeline, the subject first (the session's
+    ``FleetRuns.by_seed``). Per pipeline: ``placed_before_first_rejection``
+    (:func:`interval`), ``unallocated_gpu_pct_at`` (Weng et al.'s measure at 50, 100
+    and 120 % arrived, the mean over the seeds that got there, else None),
+    ``nvlink_complete_pct`` (multi-GPU placements all on NVLink where the fleet had such
+    a set), ``nvlink_all_pct``, ``numa_local_pct``, ``gpus_placed``; the subject also
+    ``paired_vs``: per other pipeline the per-seed difference of requests placed before
+    the first rejection, in % of the other's, as :func:`interval` (``mean_diff_pct``,
+    ``ci95``).
+    """
+    pipelines = [run.pipeline for run in by_seed[0]]
+    found: dict[str, Any] = {}
+    for index, name in enumerate(pipelines):
+        runs = [seed[index] for seed in by_seed]
+        found[name] = {
+            "seeds": len(runs),
+            "placed_before_first_rejection": interval(
+                [float(r.placed_before_first_rejection) for r in runs]),
+            "unallocated_gpu_pct_at": {
+                str(level): _mean([r.unallocated_pct_at(level) for r in runs])
+                for level in ARRIVED_LEVELS},
+            "nvlink_complete_pct": _mean([_pct(r.nvlink_possible_share) for r in runs]),
+            "nvlink_all_pct": _mean([_pct(r.nvlink_share) for r in runs]),
+            "numa_local_pct": _mean([_pct(r.numa_local_share) for r in runs]),
+            "gpus_placed": statistics.fmean(r.gpus_placed("gpus") for r in runs)}
+    subject = pipelines[0]
+    found[subject]["paired_vs"] = {}
+    for index, other in enumerate(pipelines[1:], start=1):
+        diffs = [100 * (seed[0].placed_before_first_rejection
+                        - seed[index].placed_before_first_rejection)
+                 / max(1, seed[index].placed_before_first_rejection) for seed in by_seed]
+        paired = interval(diffs)
+        found[subject]["paired_vs"][other] = {"mean_diff_pct": paired["mean"],
+                                              "ci95": paired["ci95"]}
+    return found
+
+
+def _pct(share: float | None) -> float | None:
+    return None if share is None else 100 * share
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    """The mean of the values that are not None (None when none is)."""
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
 
 
 def rolling(values: Sequence[float], window: int | None = None) -> list[float]:

@@ -25,7 +25,8 @@ class SimulationSpec:
     names, the first one the subject, the others compared with it; ``limit``: the first
     N requests only; ``max_rejections``: stop a replay after that many rejections;
     ``shuffle``: in ``fill`` mode, replay the requests in an order shuffled with this seed
-    (Weng et al. draw the tasks of the trace at random).
+    (Weng et al. draw the tasks of the trace at random); ``seeds``: replay that many
+    variants, the synthetic trace's seed (or the shuffle's) counted up from the one given.
     """
 
     fleets: Sequence[str]
@@ -40,16 +41,22 @@ class SimulationSpec:
     models: str | None = None
     shuffle: int | None = None
     synthetic: SyntheticSpec = field(default_factory=SyntheticSpec)
+    seeds: int = 1
 
 
 @dataclass
 class FleetRuns:
-    """The runs of every pipeline on one fleet and its trace."""
+    """The runs of every pipeline on one fleet and its trace.
+
+    ``runs``: one per pipeline, in the spec's order, of the first seed; ``by_seed``: the
+    same for every seed (``by_seed[0] is runs``).
+    """
 
     fleet: Fleet
     trace_name: str
     requests: int
     runs: list[RunResult]
+    by_seed: list[list[RunResult]] = field(default_factory=list)
 
 
 def resolve_fleet(name: str) -> Path:
@@ -103,17 +110,38 @@ def simulate(spec: SimulationSpec, progress: Callable[[str], None] = lambda _: N
         raise SimulationError(f"unknown pipeline {unknown[0]!r} in {path}")
     if spec.sample_nodes < 1:
         raise SimulationError("--sample-nodes must be at least 1")
+    if spec.seeds < 1:
+        raise SimulationError("--seeds must be at least 1")
+    if spec.seeds > 1 and spec.trace != SYNTHETIC and spec.shuffle is None:
+        raise SimulationError("--seeds needs the synthetic trace or --shuffle (a trace file "
+                              "replayed in its own order is the same every time)")
     results = []
     for name in spec.fleets:
         fleet = read_fleet(resolve_fleet(name), spec.sample_nodes, spec.models)
-        trace_name, requests = load_trace(spec, fleet)
-        runs = []
-        for pipeline in spec.pipelines:
-            run = replay(fleet, requests, pipelines, pipeline,
-                         pack_numa_cells=spec.pack_numa_cells,
-                         max_rejections=spec.max_rejections)
-            progress(f"{fleet.name}: {pipeline}: {len(run.decisions)} requests in "
-                     f"{run.wall_s:.1f} s")
-            runs.append(run)
-        results.append(FleetRuns(fleet, trace_name, len(requests), runs))
+        by_seed, trace_name, count = [], "", 0
+        for offset in range(spec.seeds):
+            seeded = _seeded(spec, offset)
+            named, requests = load_trace(seeded, fleet)
+            trace_name, count = trace_name or named, count or len(requests)
+            runs = []
+            for pipeline in spec.pipelines:
+                run = replay(fleet, requests, pipelines, pipeline,
+                             pack_numa_cells=spec.pack_numa_cells,
+                             max_rejections=spec.max_rejections)
+                progress(f"{fleet.name}: {pipeline}: {len(run.decisions)} requests in "
+                         f"{run.wall_s:.1f} s")
+                runs.append(run)
+            by_seed.append(runs)
+        if spec.seeds > 1:
+            trace_name += f", {spec.seeds} seeds"
+        results.append(FleetRuns(fleet, trace_name, count, by_seed[0], by_seed))
     return results
+
+
+def _seeded(spec: SimulationSpec, offset: int) -> SimulationSpec:
+    """``spec`` with its synthetic seed (or its shuffle) ``offset`` further."""
+    if not offset:
+        return spec
+    if spec.shuffle is not None:
+        return replace(spec, shuffle=spec.shuffle + offset)
+    return replace(spec, synthetic=replace(spec.synthetic, seed=spec.synthetic.seed + offset))

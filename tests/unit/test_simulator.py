@@ -339,3 +339,67 @@ def test_within_rule_needs_few_enough_connected_leaves():
     assert run.within_rule(eight, frozenset({"a", "b"}))
     assert not run.within_rule(eight, frozenset({"a", "c"}))       # not adjacent
     assert not run.within_rule(Group("g", 4, 8, 0.0, 1.0), frozenset({"a", "b"}))
+
+
+# -- over seeds, machine-readable (issue 20) --------------------------------------------------
+
+def test_unallocated_gpus_as_the_arrived_workload_grows(micro):
+    """Weng et al.'s measure on the micro trace: 8 passthrough GPUs, 2+2+2+1+2 arriving."""
+    fleet_path, trace_path = micro
+    run = replay(read_fleet(fleet_path), read_trace(trace_path), PIPELINES, SUBJECT)
+    assert run.passthrough_gpus == 8
+    assert run.unallocated_pct_at(25) == 75.0   # after r1: 6 free
+    assert run.unallocated_pct_at(50) == 50.0   # after r2 (4 arrived): 4 free
+    assert run.unallocated_pct_at(100) == 50.0  # after r5 (9 arrived): 4 free
+    assert run.unallocated_pct_at(120) is None  # 9.6 GPUs never arrive
+
+
+def test_interval_is_students_t():
+    from cortex.simulator.report import interval
+
+    found = interval([1.0, 2.0, 3.0])
+    half = 4.302652729911275 / 3 ** 0.5          # t(0.975, 2) * s / sqrt(n), s = 1
+    assert found["mean"] == 2.0 and found["ci95"] == pytest.approx([2 - half, 2 + half])
+    assert interval([5.0, 5.0])["ci95"] == [5.0, 5.0]
+    assert interval([4.0]) == {"mean": 4.0, "ci95": None}
+
+
+def test_simulate_json_over_seeds(capsys):
+    code = manage.main(["simulate", "--fleet", "hgx", "--trace", "synthetic", "--requests",
+                        "120", "--load", "1.5", "--mode", "fill", "--pipeline", SUBJECT,
+                        "--compare", BASELINE, "--seeds", "3", "--format", "json"])
+    assert code == 0
+    scenario, = json.loads(capsys.readouterr().out)["scenarios"]
+    assert scenario["trace"].endswith("3 seeds") and scenario["fleet"] == "fleet-hgx"
+    subject, baseline = scenario["pipelines"][SUBJECT], scenario["pipelines"][BASELINE]
+    assert subject["seeds"] == baseline["seeds"] == 3
+    placed = subject["placed_before_first_rejection"]
+    assert placed["ci95"][0] <= placed["mean"] <= placed["ci95"][1]
+    assert set(subject["unallocated_gpu_pct_at"]) == {"50", "100", "120"}
+    assert 0 <= subject["unallocated_gpu_pct_at"]["50"] <= 100
+    assert subject["nvlink_complete_pct"] is not None and subject["numa_local_pct"] is not None
+    paired = subject["paired_vs"][BASELINE]
+    assert set(paired) == {"mean_diff_pct", "ci95"} and "paired_vs" not in baseline
+
+
+def test_the_seeds_of_a_replayed_trace_file_are_refused(micro, capsys):
+    fleet, trace = micro
+    assert manage.main(["simulate", "--fleet", str(fleet), "--trace", str(trace),
+                        "--pipeline", SUBJECT, "--seeds", "2"]) == 2
+    assert "--seeds needs the synthetic trace or --shuffle" in capsys.readouterr().err
+
+
+def test_paired_differences_are_per_seed():
+    from cortex.simulator.report import summary
+    from cortex.simulator.session import SimulationSpec, simulate
+
+    spec = SimulationSpec(fleets=["hgx"], trace="synthetic", pipelines=[SUBJECT, BASELINE],
+                          mode="fill", seeds=3,
+                          synthetic=SyntheticSpec(requests=120, seed=4, load=1.5))
+    result, = simulate(spec)
+    assert len(result.by_seed) == 3 and result.by_seed[0] is result.runs
+    diffs = [100 * (s.placed_before_first_rejection - b.placed_before_first_rejection)
+             / max(1, b.placed_before_first_rejection) for s, b in result.by_seed]
+    paired = summary(result.by_seed)[SUBJECT]["paired_vs"][BASELINE]
+    assert paired["mean_diff_pct"] == pytest.approx(sum(diffs) / 3)
+    assert [len({r.pipeline for r in seed}) for seed in result.by_seed] == [2, 2, 2]
