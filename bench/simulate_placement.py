@@ -14,7 +14,9 @@ Scenarios (each replayed through the three pipelines by cortex.simulator, as
 * alibaba-multigpu50: the same fleet (first eighth), the multigpu50 pod list shuffled per
   seed (its multi-GPU pods are appended at the end of the file), first 1,500 pods.
 
-Prints one Markdown table: means over seeds (samples) and, in brackets, the range.
+Prints a Markdown table of means over seeds (samples) with the range in brackets, then
+the paired differences with their 95 % intervals and the unallocated GPUs at 100 %
+arrived (``cortex.simulator.report.summary``).
 """
 
 import argparse
@@ -28,6 +30,7 @@ from cortex import conf
 from cortex.pipeline.config import load_pipelines
 from cortex.simulator.fleet import read_fleet
 from cortex.simulator.replay import replay
+from cortex.simulator.report import summary
 from cortex.simulator.session import resolve_fleet
 from cortex.simulator.trace import SyntheticSpec, read_trace, synthetic_trace
 
@@ -92,6 +95,23 @@ def main() -> None:
             cells.append(f"{form.format(statistics.fmean(values))} "
                          f"[{form.format(min(values))}-{form.format(max(values))}]")
         print(f"| {scenario} | `{pipeline}` | {len(runs)} | " + " | ".join(cells) + " |")
+    print("\nPaired over seeds (samples), requests placed before the first rejection, "
+          f"{PIPELINES[0]} against each other pipeline, and Weng et al.'s unallocated GPUs "
+          "(% of the passthrough GPUs) at 100 % arrived (fill scenarios only):\n")
+    print("| scenario | against | mean difference | 95 % interval | unallocated GPUs at 100 % "
+          "arrived, per pipeline |")
+    print("|---|---|---|---|---|")
+    for scenario in dict.fromkeys(s for s, _ in results):
+        by_seed = [list(runs) for runs in zip(*(results[(scenario, p)] for p in PIPELINES),
+                                              strict=True)]
+        found = summary(by_seed)
+        unallocated = " / ".join(
+            "n/a" if (v := found[p]["unallocated_gpu_pct_at"]["100"]) is None
+            or not scenario.startswith("alibaba") else f"{v:.1f} %" for p in PIPELINES)
+        for other, paired in found[PIPELINES[0]]["paired_vs"].items():
+            low, high = paired["ci95"] or (paired["mean_diff_pct"],) * 2
+            print(f"| {scenario} | `{other}` | {paired['mean_diff_pct']:+.1f} % | "
+                  f"[{low:+.1f}, {high:+.1f}] % | {unallocated} |")
     print(f"\n{sum(len(r) for r in results.values())} replays in "
           f"{time.perf_counter() - started:.0f} s")
 
