@@ -9,7 +9,9 @@ PostgreSQL database that is dropped afterwards. Run from the checkout:
     .venv/bin/python bench/sync_scale.py [--hosts N --servers N --gpus-per-host N]
 
 It prints one line per source and run (the first run writes everything, the
-second finds nothing changed) and the sync process's peak resident memory.
+second finds nothing changed, the third follows 0.1 % of the servers deleted and
+as many booted) with the API calls each run made, and the sync process's peak
+resident memory.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import requests  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
 from cortex import conf as config  # noqa: E402
@@ -80,6 +83,7 @@ def serve(hosts: int, servers: int, gpus: int, ready) -> None:
     port = free_port()
     fake = FakeOpenStack(cloud)  # not started: its app is served by gunicorn below
     fake.url = f"http://127.0.0.1:{port}"
+    add_bench_routes(fake)
 
     class Server(BaseApplication):
         def load_config(self):
@@ -93,6 +97,41 @@ def serve(hosts: int, servers: int, gpus: int, ready) -> None:
             return fake.app
 
     Server().run()
+
+
+def add_bench_routes(fake) -> None:
+    """``POST /bench/churn?servers=N``: N servers deleted and N booted as Nova and
+    Placement would record them; ``GET /bench/calls``: requests served so far."""
+    from flask import jsonify, request
+
+    from tests.fake_openstack import now_iso
+
+    cloud = fake.cloud
+    roots = {p["name"]: p for p in cloud.providers if p["parent_provider_uuid"] is None}
+    counter = iter(range(10**9))
+
+    @fake.app.post("/bench/churn")
+    def churn():
+        count = int(request.args["servers"])
+        for _ in range(count):
+            gone = cloud.delete_server(cloud.servers[0]["id"])
+            # Placement frees the allocation and moves no generation
+            usages = roots[gone["OS-EXT-SRV-ATTR:hypervisor_hostname"]]["usages"]
+            usages["PCPU"] = max(0, usages["PCPU"] - 16)
+            number = next(counter)
+            host = cloud.servers[number * 7919 % len(cloud.servers)]  # spread over hosts
+            new = dict(host, id=str(uuid.UUID(int=10**12 + number)), updated=now_iso(),
+                       created=now_iso())
+            cloud.servers.append(new)
+            # Placement writes the allocation and moves the generation
+            root = roots[new["OS-EXT-SRV-ATTR:hypervisor_hostname"]]
+            root["usages"]["PCPU"] += 16
+            root["generation"] += 1
+        return jsonify(deleted=count, booted=count)
+
+    @fake.app.get("/bench/calls")
+    def calls():
+        return jsonify(calls=len(fake.requests))
 
 
 def scratch_database() -> str:
@@ -115,6 +154,18 @@ def drop_database(url: str) -> None:
     with admin.connect() as c:
         c.execute(text(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)'))
     admin.dispose()
+
+
+def describe(engine, source: str) -> str:
+    """What the run read, from its sync_status detail."""
+    from cortex.sync.status import previous_detail
+
+    with engine.connect() as connection:
+        detail = previous_detail(connection, source)
+    keys = ("servers_changed", "servers_deleted", "providers_refreshed", "usages_refreshed",
+            "traits")
+    mode = (detail.get("changes") or {}).get("mode", "?")
+    return f"{mode}: " + ", ".join(f"{k} {detail[k]}" for k in keys if k in detail)
 
 
 def main() -> None:
@@ -142,15 +193,22 @@ def main() -> None:
             "openstack.password": "secret", "openstack.project_name": "admin"})
         engine = make_engine(database)
         sources = build_sources(conf, ("nova", "placement"))
-        for run in ("full", "unchanged"):
+        churn = max(1, args.servers // 1000)
+        for run in ("full", "unchanged", "churn"):
+            if run == "churn":  # a minute's worth of changes: 0.1 % of the servers
+                requests.post(f"{url}/bench/churn", params={"servers": churn}, timeout=60)
+                print(f"churn: {churn} servers deleted and {churn} booted")
             total = 0.0
             for source in sources:
+                calls = requests.get(f"{url}/bench/calls", timeout=60).json()["calls"]
                 result = run_source(engine, source, conf.get("sync", "batch_size"))
                 if not result.ok:
                     raise SystemExit(f"{source.name} failed: {result.error}")
+                calls = requests.get(f"{url}/bench/calls", timeout=60).json()["calls"] - calls
                 total += result.duration
                 print(f"{run:9s} {source.name:9s} {result.duration:7.1f} s  "
-                      f"{result.rows:7d} rows  {result.changed:7d} changed")
+                      f"{result.rows:7d} rows  {result.changed:7d} changed  {calls:6d} API calls"
+                      f"  {describe(engine, source.name)}")
             print(f"{run:9s} {'total':9s} {total:7.1f} s")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"peak memory of the sync process: {peak:.0f} MiB")

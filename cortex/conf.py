@@ -300,6 +300,18 @@ OPTIONS: tuple[Option, ...] = (
     Option("sync", "concurrency", int, 8,
            "Parallel per-provider Placement requests (inventories, usages, traits, aggregates).",
            minimum=1, maximum=64),
+    Option("sync", "full_sync_interval", float, 3600.0,
+           "Seconds between full reads of what the nova and placement sources otherwise "
+           "read as changes: servers (Nova's changes-since) and provider usages (providers "
+           "whose generation moved or whose node's servers or migrations changed). A full "
+           "read also catches what the changes miss (servers archived before a run saw "
+           "them deleted, allocations of non-Nova consumers). 0: every run reads all.",
+           minimum=0),
+    Option("sync", "changes_since_overlap", float, 300.0,
+           "Seconds the changes-since time of a run reaches back before the previous run "
+           "began (by Nova's clock, the Date header of its answer): room for clock skew "
+           "between Nova's API and database hosts and for transactions still open then.",
+           minimum=0, maximum=86400),
     Option("sync", "metrics_host", str, "127.0.0.1", "Address of cortex-sync's /metrics server."),
     Option("sync", "metrics_port", int, 9322, "Port of cortex-sync's /metrics server; 0: none.",
            minimum=0, maximum=65535),

@@ -4,7 +4,8 @@ They answer in the upstream formats of ``tests/fixtures/openstack-api`` at the
 microversion the client asks for (``OpenStack-API-Version`` in, the same header
 out): Nova's hypervisors drop their usage fields at 2.88, servers carry their
 flavor inline from 2.47, flavors their extra specs from 2.61, server groups a
-single ``policy`` from 2.64; lists page at ``max_limit`` (1000) with
+single ``policy`` from 2.64; servers and migrations take ``changes-since`` (deleted
+servers are listed only then, as Nova does); lists page at ``max_limit`` (1000) with
 ``<key>_links`` ``next`` links carrying ``limit`` and ``marker``. Keystone issues
 the token ``admin`` (what Placement's ``noauth2`` strategy takes for an admin) and
 a catalog whose placement endpoint can be a real Placement server.
@@ -21,7 +22,9 @@ import json
 import threading
 import uuid as uuidlib
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from flask import Flask, Response, jsonify, request
 from werkzeug.serving import WSGIRequestHandler, make_server
@@ -52,6 +55,7 @@ class FakeCloud:
     services: list[dict] = field(default_factory=list)
     hypervisors: list[dict] = field(default_factory=list)
     servers: list[dict] = field(default_factory=list)
+    deleted_servers: list[dict] = field(default_factory=list)
     flavors: list[dict] = field(default_factory=list)
     aggregates: list[dict] = field(default_factory=list)
     server_groups: list[dict] = field(default_factory=list)
@@ -115,6 +119,34 @@ class FakeCloud:
         server.update(fields)
         self.servers.append(server)
         return server
+
+    def delete_server(self, server_uuid: str, at: str | None = None) -> dict:
+        """Delete a server as Nova does: kept in ``deleted_servers`` for changes-since."""
+        server = next(s for s in self.servers if s["id"] == server_uuid)
+        self.servers.remove(server)
+        server.update({"status": "DELETED", "OS-EXT-STS:vm_state": "deleted",
+                       "OS-EXT-STS:task_state": None, "updated": at or now_iso()})
+        self.deleted_servers.append(server)
+        return server
+
+
+def now_iso() -> str:
+    """Now, as Nova writes ``updated`` (ISO 8601, UTC, ``Z``)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _changed_since(rows: list[dict], since: str | None, key: str) -> list[dict]:
+    """Nova's ``changes-since``: the rows updated at or after it (all rows without it)."""
+    if since is None:
+        return rows
+    after = _time(since)
+    return [r for r in rows if _time(r.get(key) or r.get("created") or r.get("created_at"))
+            >= after]
+
+
+def _time(value: str) -> datetime:
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 _SERVER_TEMPLATE = sample("nova/servers_v2.100_servers-details-resp.json")["servers"][0]
@@ -282,7 +314,10 @@ def _build_app(fake: FakeOpenStack) -> Flask:
         if request.args.get("all_tenants") not in ("1", "True", "true"):
             return nova_answer({"servers": []})
         version = nova_microversion()
-        return nova_answer(_page(cloud.servers, "servers", "/compute/v2.1/servers/detail",
+        since = request.args.get("changes-since")  # deleted servers too, as Nova does
+        rows = _changed_since(cloud.servers + cloud.deleted_servers if since else cloud.servers,
+                              since, "updated")
+        return nova_answer(_page(rows, "servers", "/compute/v2.1/servers/detail",
                                  show=lambda s: _server_at(s, version)))
 
     @app.get("/compute/v2.1/flavors/detail")
@@ -316,7 +351,8 @@ def _build_app(fake: FakeOpenStack) -> Flask:
         if version < (2, 59):
             return nova_answer({"migrations": [_migration_at(m, version)
                                                for m in cloud.migrations]})
-        return nova_answer(_page(cloud.migrations, "migrations", "/compute/v2.1/os-migrations",
+        rows = _changed_since(cloud.migrations, request.args.get("changes-since"), "updated_at")
+        return nova_answer(_page(rows, "migrations", "/compute/v2.1/os-migrations",
                                  "uuid", show=lambda m: _migration_at(m, version)))
 
     positions: dict[tuple, dict[str, int]] = {}
@@ -343,8 +379,8 @@ def _build_app(fake: FakeOpenStack) -> Flask:
         page = [show(r) for r in rows[start:start + limit]]
         body: dict[str, Any] = {key: page}
         if len(page) == limit and start + limit < len(rows):
-            query = "&".join(f"{k}={v}" for k, v in request.args.items()
-                             if k not in ("marker", "limit"))
+            query = urlencode([(k, v) for k, v in request.args.items()
+                               if k not in ("marker", "limit")])
             body[f"{key}_links"] = [{"rel": "next", "href": (
                 f"http://openstack.example.com{path}?{query + '&' if query else ''}"
                 f"limit={limit}&marker={page[-1][id_key]}")}]
@@ -420,7 +456,15 @@ def _build_app(fake: FakeOpenStack) -> Flask:
     @app.get("/placement/resource_providers")
     def list_providers():
         keys = ("uuid", "name", "generation", "root_provider_uuid", "parent_provider_uuid")
-        return jsonify(resource_providers=[{k: p[k] for k in keys} for p in cloud.providers])
+        required = request.args.get("required")
+        return jsonify(resource_providers=[{k: p[k] for k in keys} for p in cloud.providers
+                                           if required is None or required in p["traits"]])
+
+    @app.get("/placement/traits")
+    def list_traits():
+        if request.args.get("associated") != "true":
+            return jsonify(errors=[{"status": 400, "title": "only associated=true"}]), 400
+        return jsonify(traits=sorted({t for p in cloud.providers for t in p["traits"]}))
 
     @app.get("/placement/resource_providers/<uuid>/<what>")
     def provider_detail(uuid, what):

@@ -13,6 +13,8 @@ the servers detail sample), i.e. 40 minutes for 200,000 servers.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -87,15 +89,32 @@ def get_json(proxy, path: str, microversion: str | None = None,
     Raises SourceError naming the service, path and status for an HTTP error, an
     unreachable endpoint or a body that is not JSON.
     """
+    return get_json_dated(proxy, path, microversion, params)[0]
+
+
+def get_json_dated(proxy, path: str, microversion: str | None = None,
+                   params: dict[str, Any] | None = None) -> tuple[dict[str, Any], datetime]:
+    """:func:`get_json`, and the time of the answer by the service's clock.
+
+    The time is the answer's ``Date`` header (RFC 9110, whole seconds, UTC), or
+    this host's clock when the header is missing or unreadable. Nova compares
+    ``changes-since`` with its own database's times, so a source that asks for
+    changes takes its starting point from Nova's clock, not from its own.
+    """
     from openstack import exceptions
 
     try:
         response = proxy.get(path, params=params, microversion=microversion)
         exceptions.raise_from_response(response)
-        return response.json()
+        body = response.json()
     except (exceptions.SDKException, ClientException, ValueError) as exc:
         status = getattr(exc, "status_code", None) or getattr(exc, "http_status", None)
         raise SourceError(f"{proxy.service_type} GET {path}: {exc}", status) from None
+    try:
+        at = parsedate_to_datetime(response.headers["Date"])
+    except (KeyError, TypeError, ValueError, IndexError):
+        at = datetime.now(UTC)
+    return body, at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def pages(proxy, path: str, key: str, microversion: str | None = None,

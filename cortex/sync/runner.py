@@ -16,7 +16,7 @@ from cortex.store.version import bump_version
 from cortex.sync import derive
 from cortex.sync.leader import lock_source
 from cortex.sync.source import Source, SyncContext
-from cortex.sync.status import SyncMetrics, record_failure, record_success
+from cortex.sync.status import SyncMetrics, previous_detail, record_failure, record_success
 
 LOG = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def run_source(engine: Engine, source: Source, batch_size: int = 1000,
     try:
         with engine.begin() as connection:
             lock_source(connection, source.name)
-            ctx = SyncContext(connection, batch_size)
+            ctx = SyncContext(connection, batch_size, previous_detail(connection, source.name))
             source.sync(ctx)
             source_changed = ctx.changed
             if source_changed:

@@ -15,14 +15,18 @@ class SyncContext:
     """One run of one source: its transaction, the batch size and what each table got.
 
     ``tables`` maps a table name to its :class:`TableCounts` (summed over the run);
-    ``detail`` is free-form JSON kept in ``sync_status.detail`` (warnings, skips).
+    ``detail`` is free-form JSON kept in ``sync_status.detail`` (warnings, skips);
+    ``previous`` is the ``detail`` of the source's last successful run (empty before
+    the first), from which a source that reads changes learns where it stopped.
     """
 
-    def __init__(self, connection: Connection, batch_size: int = 1000) -> None:
+    def __init__(self, connection: Connection, batch_size: int = 1000,
+                 previous: Mapping[str, Any] | None = None) -> None:
         self.connection = connection
         self.batch_size = batch_size
         self.tables: dict[str, TableCounts] = {}
         self.detail: dict[str, Any] = {}
+        self.previous: Mapping[str, Any] = previous or {}
 
     def snapshot(self, table: Table | Any, key: tuple[str, ...],
                  scope: ColumnElement[bool] | None = None) -> SnapshotTable:

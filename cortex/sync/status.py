@@ -44,6 +44,17 @@ class SyncMetrics:
                             "1 while this process holds the sync leader lock, else 0.", **kwargs)
 
 
+def previous_detail(connection: Connection, source: str) -> dict[str, Any]:
+    """The ``detail`` of ``source``'s last successful run; ``{}`` before the first.
+
+    A failed run keeps the detail of the success before it (:func:`record_failure`).
+    """
+    table = models.SyncStatus.__table__
+    detail = connection.execute(select(table.c.detail).where(
+        table.c.source == source, table.c.last_success_at.is_not(None))).scalar()
+    return dict(detail or {})
+
+
 def record_success(connection: Connection, source: str, at: datetime, duration: float,
                    rows: int, changed: int, owner: str, detail: dict[str, Any]) -> None:
     """Write a successful run into ``sync_status`` (inside the run's transaction)."""

@@ -86,3 +86,21 @@ def build(placement, cloud: FakeCloud) -> dict[str, str]:
 def children(placement, root: str) -> list[str]:
     providers = placement.call("GET", f"/resource_providers?in_tree={root}")["resource_providers"]
     return sorted(p["uuid"] for p in providers if p["uuid"] != root)
+
+
+def boot(placement, cloud: FakeCloud, server: str, host: str,
+         allocations: dict[str, dict[str, int]]) -> None:
+    """What Nova does for a new server: its record on ``host`` and its allocations."""
+    from tests.fake_openstack import now_iso
+
+    placement.allocate(server, allocations)
+    cloud.add_server(server, host, node(host), updated=now_iso(), created=now_iso())
+
+
+def delete(placement, cloud: FakeCloud, server: str) -> None:
+    """What Nova does when a server is deleted: the record marked deleted, allocations freed.
+
+    Placement does not move the providers' generations for the freed allocations.
+    """
+    cloud.delete_server(server)
+    placement.free(server)

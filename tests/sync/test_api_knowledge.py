@@ -43,7 +43,7 @@ def reloaded(client):
     knowledge.wait_for_refresh(10)
 
 
-def test_answer_changes_when_placement_usage_changes(synced, placement, sync_engine):
+def test_answer_changes_when_placement_usage_changes(synced, placement, openstack, sync_engine):
     client, sources, roots = synced
     body = load_body(FIXTURES / "nova" / "gpu-8xh100-full-node.json")
     unknown = ["cmp0004", "cmp0005", "cmp0006", "cmp0007"]
@@ -53,8 +53,9 @@ def test_answer_changes_when_placement_usage_changes(synced, placement, sync_eng
     assert set(hosts) == {"cmp0000", "cmp0001", *unknown}
     assert hosts[-4:] == sorted(unknown, key=lambda h: -body["weights"][h])
 
-    placement.allocate("dddddddd-0000-0000-0000-000000000000",
-                       {roots["cmp0001"]: {"PCPU": 100, "MEMORY_MB": 65536}})
+    server = "dddddddd-0000-0000-0000-000000000000"
+    cloud.boot(placement, openstack.cloud, server, "cmp0001",
+               {roots["cmp0001"]: {"PCPU": 100, "MEMORY_MB": 65536}})
     assert run_source(sync_engine, sources["placement"]).changed > 0
     reloaded(client)
 
@@ -66,8 +67,8 @@ def test_answer_changes_when_placement_usage_changes(synced, placement, sync_eng
     capacity = [s for s in steps if s.name == "filter_has_enough_capacity"][0]
     assert "PCPU" in capacity.removed["cmp0001"]
 
-    placement.free("dddddddd-0000-0000-0000-000000000000")
-    run_source(sync_engine, sources["placement"])
+    cloud.delete(placement, openstack.cloud, server)  # moves no generation
+    assert run_source(sync_engine, sources["placement"]).changed > 0
     reloaded(client)
     assert "cmp0001" in post(client, body)[0]
 

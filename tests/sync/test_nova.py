@@ -15,7 +15,7 @@ from cortex.db import models
 from cortex.sync import derive
 from cortex.sync.runner import run_source
 from cortex.sync.sources import build_sources
-from tests.fake_openstack import sample
+from tests.fake_openstack import now_iso, sample
 from tests.sync.conftest import sync_conf
 
 SERVERS = 2500
@@ -45,9 +45,9 @@ def fill(cloud) -> None:
         "aggregates"]
 
 
-def nova(engine, fake, database_url, *more):
+def nova(engine, fake, database_url, *more, **overrides):
     results = [run_source(engine, source) for source in build_sources(
-        sync_conf(database_url, fake), ("nova", *more))]
+        sync_conf(database_url, fake, **overrides), ("nova", *more))]
     return results[0]
 
 
@@ -69,7 +69,9 @@ def test_nova_pages_past_1000_servers_at_the_negotiated_microversion(openstack, 
     assert result.ok, result.error
 
     pages = [path for method, path, _ in openstack.requests if path.endswith("/servers/detail")]
-    assert len(pages) == 3  # 1000 + 1000 + 500, following servers_links
+    # nova: 1000 + 1000 + 500, following servers_links; placement: one server for
+    # Nova's clock (where its run began)
+    assert len(pages) == 4
     versions = {v for _, path, v in openstack.requests if path.startswith("/compute/v2.1/")}
     assert versions == {"compute 2.96"}
 
@@ -135,18 +137,32 @@ def test_a_second_sync_writes_only_what_changed(openstack, sync_engine, sync_dat
     assert unchanged.ok and unchanged.changed == 0
 
     cloud = openstack.cloud
-    gone = cloud.servers.pop(0)["id"]
+    gone = cloud.servers[0]["id"]
+    cloud.delete_server(gone)
     moved = cloud.servers[10]
-    moved["OS-EXT-SRV-ATTR:host"] = "cmp0000"
-    cloud.add_server("11111111-0000-4000-8000-000000000000", "cmp0001")
+    moved.update({"OS-EXT-SRV-ATTR:host": "cmp0000", "updated": now_iso()})
+    cloud.add_server("11111111-0000-4000-8000-000000000000", "cmp0001", updated=now_iso())
     changed = nova(sync_engine, openstack, sync_database_url)
     assert changed.ok
     servers = table(sync_engine, models.Server)
     assert gone not in servers and "11111111-0000-4000-8000-000000000000" in servers
     assert servers[moved["id"]]["host"] == "cmp0000"
     with sync_engine.connect() as c:
-        tables = c.execute(select(models.SyncStatus.detail)).scalar_one()["tables"]
-    assert tables["servers"] == {"rows": SERVERS, "upserted": 2, "deleted": 1}
+        detail = c.execute(select(models.SyncStatus.detail)).scalar_one()
+    assert detail["tables"]["servers"] == {"rows": SERVERS, "upserted": 2, "deleted": 1}
+    # only Nova's changes were read: the moved and the new server, the deleted one
+    assert detail["changes"]["mode"] == "changes"
+    assert (detail["servers_changed"], detail["servers_deleted"]) == (2, 1)
+
+    # a deleted server archived out of Nova's database before a run saw it: the
+    # changes cannot show it, the next full read drops it
+    archived = cloud.servers.pop(0)["id"]
+    assert nova(sync_engine, openstack, sync_database_url).changed == 0
+    assert archived in table(sync_engine, models.Server)
+    full = run_source(sync_engine, build_sources(sync_conf(
+        sync_database_url, openstack, sync__full_sync_interval=0), ("nova",))[0])
+    assert full.ok and full.changed > 0
+    assert archived not in table(sync_engine, models.Server)
 
 
 def test_an_older_nova_is_read_at_its_own_microversion(openstack, sync_engine,
@@ -187,7 +203,7 @@ def test_a_failing_page_rolls_the_whole_snapshot_back(openstack, sync_engine, sy
     openstack.cloud.servers = openstack.cloud.servers[:-100] + [copy.deepcopy(
         openstack.cloud.servers[0]) | {"id": "22222222-0000-4000-8000-000000000000"}]
     openstack.failures.add(f"/compute/v2.1/servers/detail?all_tenants=1&limit=1000&{page}")
-    failed = nova(sync_engine, openstack, sync_database_url)
+    failed = nova(sync_engine, openstack, sync_database_url, sync__full_sync_interval=0)
     assert not failed.ok and "500" in failed.error
     assert table(sync_engine, models.Server) == before
     with sync_engine.connect() as c:

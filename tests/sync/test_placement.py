@@ -14,6 +14,7 @@ from cortex.cmd import manage
 from cortex.db import models
 from cortex.sync.runner import run_source
 from cortex.sync.sources import build_sources
+from tests.fake_openstack import now_iso
 from tests.sync import cloud
 from tests.sync.conftest import sync_conf
 
@@ -146,30 +147,83 @@ def test_only_providers_whose_generation_moved_are_read_again(placement, opensta
     assert version == 1, "an unchanged snapshot must not bump the knowledge version"
 
     gpu = cloud.children(placement, roots["cmp0001"])[3]
-    placement.allocate("c" * 8 + "-0000-0000-0000-" + "0" * 12, {
-        roots["cmp0001"]: {"PCPU": 100}, gpu: {"CUSTOM_PCI_10DE_2330": 1}})
+    server = "c" * 8 + "-0000-0000-0000-" + "0" * 12
+    cloud.boot(placement, openstack.cloud, server, "cmp0001",
+               {roots["cmp0001"]: {"PCPU": 100}, gpu: {"CUSTOM_PCI_10DE_2330": 1}})
     gone = cloud.children(placement, roots["cmp0000"])[7]
     placement.call("DELETE", f"/resource_providers/{gone}")
     third = run_source(sync_engine, source)
     assert third.ok
-    with sync_engine.connect() as c:
-        status = c.execute(select(models.SyncStatus.__table__).where(
-            models.SyncStatus.source == "placement")).one()
-        version = c.execute(select(models.KnowledgeVersion.version)).scalar_one()
+    status = sync_status(sync_engine)
     # allocations moved the generations of the root and the GPU of cmp0001 only
     assert status.detail["providers_refreshed"] == 2
-    assert version == 2
+    assert status.detail["changes"]["mode"] == "changes"
+    assert status.detail["changed_nodes"] == 1  # the new server's node
+    assert status.detail["usages_refreshed"] == 9  # cmp0001's root and its eight GPUs
+    assert knowledge_version(sync_engine) == 2
     assert database_picture(sync_engine) == placement_picture(placement)
 
-    # DELETE /allocations/{consumer} does not move generations: usages are read anyway
-    placement.free("c" * 8 + "-0000-0000-0000-" + "0" * 12)
+    # Deleting a server frees its allocations without moving a generation: the
+    # server, listed by Nova's changes-since as deleted, names the tree to read
+    cloud.delete(placement, openstack.cloud, server)
     fourth = run_source(sync_engine, source)
     assert fourth.ok and fourth.changed > 0
-    with sync_engine.connect() as c:
-        status = c.execute(select(models.SyncStatus.__table__).where(
-            models.SyncStatus.source == "placement")).one()
-        version = c.execute(select(models.KnowledgeVersion.version)).scalar_one()
-    assert status.detail["providers_refreshed"] == 0
-    assert version == 3
+    status = sync_status(sync_engine)
+    assert status.detail["providers_refreshed"] == 0 and status.detail["usages_refreshed"] == 9
+    assert knowledge_version(sync_engine) == 3
     assert database_picture(sync_engine) == placement_picture(placement)
     assert gone not in database_picture(sync_engine)["providers"]
+
+
+def sync_status(engine):
+    with engine.connect() as c:
+        return c.execute(select(models.SyncStatus.__table__).where(
+            models.SyncStatus.source == "placement")).one()
+
+
+def knowledge_version(engine) -> int:
+    with engine.connect() as c:
+        return c.execute(select(models.KnowledgeVersion.version)).scalar_one()
+
+
+def test_a_migration_names_both_nodes_and_full_reads_catch_what_changes_miss(
+        placement, openstack, sync_engine, sync_database_url):
+    roots = cloud.build(placement, openstack.cloud)
+    openstack.cloud.placement_url = placement.url
+    conf = sync_conf(sync_database_url, openstack)
+    source, = build_sources(conf, ("placement",))
+    assert run_source(sync_engine, source).ok
+    # a cold migration's allocations as Nova leaves them before the confirm: the
+    # migration record holds the source node's, the server the destination's
+    migration = "e" * 8 + "-0000-0000-0000-" + "0" * 12
+    placement.allocate(migration, {roots["cmp0000"]: {"PCPU": 50}})
+    placement.allocate("f" * 8 + "-0000-0000-0000-" + "0" * 12, {roots["cmp0001"]: {"PCPU": 50}})
+    assert run_source(sync_engine, source).ok
+    assert database_picture(sync_engine) == placement_picture(placement)
+    # the confirm frees the source's allocation (no generation moves) and updates the
+    # migration record, which names both nodes
+    placement.free(migration)
+    openstack.cloud.migrations.append({
+        "id": 7, "uuid": migration, "instance_uuid": "f" * 8 + "-0000-0000-0000-" + "0" * 12,
+        "migration_type": "migration", "status": "confirmed",
+        "source_compute": "cmp0000", "source_node": cloud.node("cmp0000"),
+        "dest_compute": "cmp0001", "dest_node": cloud.node("cmp0001"),
+        "created_at": now_iso(), "updated_at": now_iso()})
+    assert run_source(sync_engine, source).ok
+    status = sync_status(sync_engine)
+    assert status.detail["changed_nodes"] == 2 and status.detail["providers_refreshed"] == 0
+    assert database_picture(sync_engine) == placement_picture(placement)
+
+    # an allocation freed with no trace in Nova (another service's consumer) on a node
+    # Nova's changes do not name is not read between full reads; a full read sees it
+    placement.allocate("a" * 8 + "-1111-0000-0000-" + "0" * 12, {roots["cmp0003"]: {"VCPU": 2}})
+    assert run_source(sync_engine, source).ok
+    placement.free("a" * 8 + "-1111-0000-0000-" + "0" * 12)
+    assert run_source(sync_engine, source).changed == 0
+    assert database_picture(sync_engine) != placement_picture(placement)
+    full, = build_sources(sync_conf(sync_database_url, openstack,
+                                    sync__full_sync_interval=0), ("placement",))
+    result = run_source(sync_engine, full)
+    assert result.ok and result.changed > 0
+    assert sync_status(sync_engine).detail["changes"]["mode"] == "full"
+    assert database_picture(sync_engine) == placement_picture(placement)

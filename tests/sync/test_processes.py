@@ -50,7 +50,8 @@ def command(module: str, *args: str) -> list[str]:
 def test_killing_a_sync_in_the_middle_loses_nothing(openstack, sync_engine, sync_database_url,
                                                     tmp_path):
     fill(openstack.cloud)
-    config_file = write_config(tmp_path / "cortex.conf", sync_database_url, openstack)
+    config_file = write_config(tmp_path / "cortex.conf", sync_database_url, openstack,
+                               sync={"full_sync_interval": 0})  # every run a full snapshot
     sync_once = command("cortex.cmd.manage", "--config-file", config_file, "sync", "--once",
                         "--source", "nova")
     assert subprocess.run(sync_once, cwd=REPO, timeout=120).returncode == 0

@@ -35,9 +35,10 @@ def build_sources(conf: Config, names: tuple[str, ...],
     from cortex.sync.sources.storage import CinderSource, ManilaSource
 
     cloud = cloud or functools.cache(lambda: connect(conf))
+    changes = (conf.get("sync", "full_sync_interval"), conf.get("sync", "changes_since_overlap"))
     makers: dict[str, Callable[[], Source]] = {
-        "nova": lambda: NovaSource(cloud),
-        "placement": lambda: PlacementSource(cloud, conf.get("sync", "concurrency")),
+        "nova": lambda: NovaSource(cloud, *changes),
+        "placement": lambda: PlacementSource(cloud, conf.get("sync", "concurrency"), *changes),
         "cinder": lambda: CinderSource(cloud),
         "manila": lambda: ManilaSource(cloud),
         "keystone": lambda: KeystoneSource(cloud),

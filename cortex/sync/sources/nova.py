@@ -6,7 +6,8 @@ servers carry their flavor inline (>= 2.47) with its extra specs, flavors list
 extra specs inline (>= 2.61), server groups have one ``policy`` and ``rules``
 (>= 2.64), migrations have uuids and pages (>= 2.59). Capacity does not come
 from here (hypervisor usage fields are gone since 2.88): Placement has it.
-Servers are written page by page as they arrive, inside the run's transaction.
+Servers are written page by page as they arrive, inside the run's transaction;
+between full reads only the servers Nova changed are read (:mod:`cortex.sync.changes`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Any
 from sqlalchemy import select
 
 from cortex.db import models
-from cortex.sync.openstack import get_json, negotiate, offset_pages, pages
+from cortex.sync import changes
+from cortex.sync.openstack import get_json, get_json_dated, negotiate, offset_pages, pages
 from cortex.sync.source import Source, SyncContext
 
 WANTED_MICROVERSION = "2.100"
@@ -42,19 +44,32 @@ class NovaSource(Source):
 
     name = "nova"
 
-    def __init__(self, cloud: Callable[[], Any]) -> None:
+    def __init__(self, cloud: Callable[[], Any], full_interval: float = 0.0,
+                 overlap: float = 300.0) -> None:
         self._cloud = cloud
+        self._full_interval = full_interval
+        self._overlap = overlap
 
     def sync(self, ctx: SyncContext) -> None:
-        """Write every Nova table and the aggregates."""
+        """Write every Nova table and the aggregates.
+
+        Servers are read whole on a full run and as Nova's ``changes-since`` in
+        between (:mod:`cortex.sync.changes`); the other lists are small and read
+        whole every run.
+        """
         compute = self._cloud().compute
         version = negotiate(compute, WANTED_MICROVERSION, MINIMUM_MICROVERSION)
         ctx.detail["microversion"] = version
-        _sync_hypervisors(ctx, compute, version)
-        servers = ctx.snapshot(models.Server, ("uuid",))
-        for page in pages(compute, "/servers/detail", "servers", version, {"all_tenants": 1}):
-            servers.add(_server_row(s) for s in page)
-        servers.finish()
+        window = changes.plan(ctx, self._full_interval, self._overlap)
+        began = _sync_hypervisors(ctx, compute, version)
+        if window.full:
+            servers = ctx.snapshot(models.Server, ("uuid",))
+            for page in pages(compute, "/servers/detail", "servers", version,
+                              {"all_tenants": 1}):
+                servers.add(_server_row(s) for s in page)
+            servers.finish()
+        else:
+            _sync_changed_servers(ctx, compute, version, window.since_param())
         flavors = [f for page in pages(compute, "/flavors/detail", "flavors", version,
                                        {"is_public": "None"}) for f in page]
         ctx.replace(models.Flavor, (_flavor_row(compute, version, f) for f in flavors), ("id",))
@@ -65,12 +80,40 @@ class NovaSource(Source):
                       for m in page if m.get("status") not in FINISHED_MIGRATION_STATUSES]
         ctx.replace(models.ServerMigration, (_migration_row(m) for m in migrations), ("uuid",))
         _sync_aggregates(ctx, get_json(compute, "/os-aggregates", version)["aggregates"])
+        changes.record(ctx, window, began)
 
 
-def _sync_hypervisors(ctx: SyncContext, compute, version: str) -> None:
-    """Hypervisors joined with their nova-compute services (zone, forced_down)."""
-    services = {s["id"]: s for s in get_json(compute, "/os-services", version,
-                                             {"binary": "nova-compute"})["services"]}
+def is_deleted(server: dict[str, Any]) -> bool:
+    """True for a server Nova lists as deleted (only ``changes-since`` lists them)."""
+    return server.get("status") == "DELETED" or server.get("OS-EXT-STS:vm_state") == "deleted"
+
+
+def _sync_changed_servers(ctx: SyncContext, compute, version: str, since: str) -> None:
+    """Upsert the servers Nova changed since ``since``, delete those it deleted; keep the rest."""
+    changed: list[dict[str, Any]] = []
+    gone: set[str] = set()
+    for page in pages(compute, "/servers/detail", "servers", version,
+                      {"all_tenants": 1, "changes-since": since}):
+        for server in page:
+            if is_deleted(server):
+                gone.add(server["id"])
+            else:
+                changed.append(_server_row(server))
+    servers = ctx.snapshot(models.Server, ("uuid",))
+    servers.add(row for row in changed if row["uuid"] not in gone)
+    servers.keep(lambda key: key[0] not in gone)
+    servers.finish()
+    ctx.detail["servers_changed"] = len(changed)
+    ctx.detail["servers_deleted"] = len(gone)
+
+
+def _sync_hypervisors(ctx: SyncContext, compute, version: str) -> datetime:
+    """Hypervisors joined with their nova-compute services (zone, forced_down).
+
+    Returns the time of Nova's first answer by Nova's clock (where this run began).
+    """
+    body, began = get_json_dated(compute, "/os-services", version, {"binary": "nova-compute"})
+    services = {s["id"]: s for s in body["services"]}
     rows = []
     for page in pages(compute, "/os-hypervisors/detail", "hypervisors", version):
         for hypervisor in page:
@@ -81,6 +124,7 @@ def _sync_hypervisors(ctx: SyncContext, compute, version: str) -> None:
             else:
                 ctx.warn(f"hypervisor {hypervisor.get('id')} has no compute service: left out")
     ctx.replace(models.Hypervisor, rows, ("uuid",))
+    return began
 
 
 def _hypervisor_row(hypervisor: dict[str, Any], service: dict[str, Any]) -> dict[str, Any]:

@@ -1,13 +1,27 @@
 """Placement: resource provider trees with inventories, usages, traits and aggregates.
 
 ``GET /resource_providers`` lists every provider with its generation, root and
-parent (microversion >= 1.14). Every provider's usages are read on every run;
-its inventories, traits and aggregates only when its generation moved since the
-stored snapshot (all of them the first time): Placement bumps the generation on
-every change of those three, but not when allocations are deleted with ``DELETE
-/allocations/{consumer}`` (checked against Placement 16.0.0), so usages cannot
-rely on it. The per-provider calls run ``[sync] concurrency`` at a time. A
-provider deleted between the list and its detail calls (404) is left out.
+parent (microversion >= 1.14). Placement bumps a provider's generation on every
+change of its inventories, traits and aggregates and when allocations against
+it are written, but not when they are deleted (``DELETE /allocations/{consumer}``,
+checked against Placement 16.0.0 and by ``tests/sync/test_placement.py``). So a
+run reads:
+
+- inventories, usages and aggregates of the providers whose generation moved
+  (all of them the first time); their traits too, or, when at least half of the
+  providers moved and Placement has microversion 1.18, every provider's traits
+  as one ``GET /resource_providers?required=<trait>`` per trait in use (``GET
+  /traits?associated=true``) instead of one call per provider;
+- usages of every provider on a full run (:mod:`cortex.sync.changes`: the first,
+  then every ``[sync] full_sync_interval``), and in between only of the trees
+  whose compute node Nova names among the servers (``changes-since``) and
+  migrations (source and destination node, microversion 2.59) changed since the
+  previous run: deleted allocations belong to a deleted, moved or resized server;
+- nothing else: the stored rows stand.
+
+Where Nova cannot be asked, every run reads every provider's usages. The
+per-provider calls run ``[sync] concurrency`` at a time. A provider deleted
+between the list and its detail calls (404) is left out.
 """
 
 from __future__ import annotations
@@ -15,68 +29,161 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from keystoneauth1 import discover
 from sqlalchemy import select
 
 from cortex.db import models
-from cortex.sync.openstack import SourceError, get_json, negotiate
+from cortex.sync import changes
+from cortex.sync.openstack import SourceError, get_json, get_json_dated, negotiate, pages
 from cortex.sync.source import Source, SyncContext
 
 WANTED_MICROVERSION = "1.39"
 MINIMUM_MICROVERSION = "1.14"  # root_provider_uuid and parent_provider_uuid
+REQUIRED_TRAITS_MICROVERSION = "1.18"  # GET /resource_providers?required=
+NOVA_WANTED_MICROVERSION = "2.100"
+NOVA_MINIMUM_MICROVERSION = "2.1"
+NOVA_MIGRATION_CHANGES_MICROVERSION = "2.59"  # GET /os-migrations?changes-since=
 
 
 @dataclass
 class ProviderDetail:
-    """What the four per-provider calls returned (``missing``: the provider is gone)."""
+    """What the per-provider calls returned (``missing``: the provider is gone).
+
+    ``usages`` is None when they were not read (the stored ``used`` stands);
+    ``inventories`` is None when they were not read (the stored rows stand).
+    """
 
     uuid: str
-    inventories: dict[str, dict[str, Any]] = field(default_factory=dict)
-    usages: dict[str, int] = field(default_factory=dict)
+    inventories: dict[str, dict[str, Any]] | None = None
+    usages: dict[str, int] | None = None
     traits: list[str] = field(default_factory=list)
     aggregates: list[str] = field(default_factory=list)
     missing: bool = False
 
 
 class PlacementSource(Source):
-    """Sync Placement through ``cloud().placement`` (an openstacksdk proxy)."""
+    """Sync Placement through ``cloud().placement`` (an openstacksdk proxy).
+
+    ``full_interval`` and ``overlap`` are ``[sync] full_sync_interval`` and
+    ``changes_since_overlap``; a ``full_interval`` of 0 reads every usage on
+    every run.
+    """
 
     name = "placement"
 
-    def __init__(self, cloud: Callable[[], Any], concurrency: int = 8) -> None:
+    def __init__(self, cloud: Callable[[], Any], concurrency: int = 8,
+                 full_interval: float = 0.0, overlap: float = 300.0) -> None:
         self._cloud = cloud
         self._concurrency = max(1, concurrency)
+        self._full_interval = full_interval
+        self._overlap = overlap
 
     def sync(self, ctx: SyncContext) -> None:
         """Write resource_providers and the provider inventories, traits and aggregates."""
+        window = changes.plan(ctx, self._full_interval, self._overlap)
+        changed_nodes, began, window = self._changed_nodes(ctx, window)
         placement = self._cloud().placement
         version = negotiate(placement, WANTED_MICROVERSION, MINIMUM_MICROVERSION)
         providers = get_json(placement, "/resource_providers", version)["resource_providers"]
         table = models.ResourceProvider.__table__
         stored = dict(ctx.connection.execute(select(table.c.uuid, table.c.generation)).all())
         stale = {p["uuid"] for p in providers if stored.get(p["uuid"]) != p["generation"]}
+        if window.full:
+            usages = {p["uuid"] for p in providers}
+        else:
+            usages = stale | _trees_of(providers, changed_nodes)
+        bulk_traits = (len(stale) * 2 >= len(providers) and len(stale) > 1
+                       and _at_least(version, REQUIRED_TRAITS_MICROVERSION))
+
+        # The per-provider calls name the endpoint found once: keystoneauth looks an
+        # absolute URL up in no catalog, a fifth of each call's time otherwise.
+        endpoint = (placement.get_endpoint() or "").rstrip("/")
+
+        def read(provider: dict[str, Any]) -> ProviderDetail:
+            uuid = provider["uuid"]
+            return _detail(placement, version, f"{endpoint}/resource_providers/{uuid}",
+                           uuid, uuid in stale, uuid in usages, traits=not bulk_traits)
+
         with ThreadPoolExecutor(self._concurrency, thread_name_prefix="placement") as pool:
-            details = {d.uuid: d for d in pool.map(
-                lambda p: _detail(placement, version, p["uuid"], p["uuid"] in stale), providers)}
+            details = {d.uuid: d for d in pool.map(read, providers)}
         providers = [p for p in providers if not details[p["uuid"]].missing]
+        if bulk_traits:
+            _read_traits(placement, version, details)
         ctx.replace(table, (_provider_row(p) for p in providers), ("uuid",))
-        unchanged = {p["uuid"] for p in providers} - stale
-        _fill_unchanged_inventories(ctx, details, unchanged)
-        _write_details(ctx, [details[p["uuid"]] for p in providers], unchanged)
+        _fill_stored_inventories(ctx, details, (stale | usages) - stale)
+        _write_details(ctx, [details[p["uuid"]] for p in providers], stale,
+                       traits_read=bulk_traits)
         ctx.detail["providers_refreshed"] = len(stale & set(details))
+        ctx.detail["usages_refreshed"] = len(usages & set(details))
+        ctx.detail["traits"] = "per trait" if bulk_traits else "per provider"
+        changes.record(ctx, window, began)
+
+    def _changed_nodes(self, ctx: SyncContext, window: changes.ChangeWindow
+                       ) -> tuple[set[str], datetime, changes.ChangeWindow]:
+        """Nodes of the servers and migrations Nova changed since ``window.since``.
+
+        Also where this run began by Nova's clock. When Nova cannot be asked,
+        the run becomes a full one (every usage read) and says why.
+        """
+        try:
+            compute = self._cloud().compute
+            nova = negotiate(compute, NOVA_WANTED_MICROVERSION, NOVA_MINIMUM_MICROVERSION)
+            began = get_json_dated(compute, "/servers/detail", nova,
+                                   {"all_tenants": 1, "limit": 1})[1]
+            if window.full:
+                return set(), began, window
+            if not _at_least(nova, NOVA_MIGRATION_CHANGES_MICROVERSION):
+                raise SourceError(f"compute microversion {nova} lists no migration changes")
+            since = window.since_param()
+            nodes: set[str | None] = set()
+            for page in pages(compute, "/servers/detail", "servers", nova,
+                              {"all_tenants": 1, "changes-since": since}):
+                nodes.update(s.get("OS-EXT-SRV-ATTR:hypervisor_hostname") for s in page)
+            for page in pages(compute, "/os-migrations", "migrations", nova,
+                              {"changes-since": since}):
+                for migration in page:
+                    nodes.update((migration.get("source_node"), migration.get("dest_node")))
+        except SourceError as exc:
+            ctx.warn(f"every usage read: Nova's changes could not be read: {exc}")
+            full = changes.ChangeWindow(None, window.last_full_at, "Nova's changes unreadable")
+            return set(), datetime.now(UTC), full
+        named = {n for n in nodes if n}
+        ctx.detail["changed_nodes"] = len(named)
+        return named, began, window
 
 
-def _detail(placement, version: str, uuid: str, full: bool) -> ProviderDetail:
-    """Usages of one provider, and its inventories, traits and aggregates when ``full``."""
-    base = f"/resource_providers/{uuid}"
+def _at_least(version: str, minimum: str) -> bool:
+    """True when microversion ``version`` is ``minimum`` or later."""
+    return (discover.normalize_version_number(version)
+            >= discover.normalize_version_number(minimum))
+
+
+def _trees_of(providers: list[dict[str, Any]], nodes: set[str]) -> set[str]:
+    """Every provider in the trees whose root is named like one of ``nodes``.
+
+    Nova names a compute node's root provider after the node
+    (``hypervisor_hostname``); PCI and vGPU children hang below it.
+    """
+    roots = {p["uuid"] for p in providers
+             if not p.get("parent_provider_uuid") and p["name"] in nodes}
+    return {p["uuid"] for p in providers if (p.get("root_provider_uuid") or p["uuid"]) in roots}
+
+
+def _detail(placement, version: str, base: str, uuid: str, full: bool, usages: bool,
+            traits: bool = True) -> ProviderDetail:
+    """One provider's calls (``base``: its URL): all four when ``full``, else usages if asked."""
+    detail = ProviderDetail(uuid)
     try:
-        detail = ProviderDetail(uuid, usages=get_json(placement, f"{base}/usages",
-                                                      version)["usages"])
+        if usages or full:
+            detail.usages = get_json(placement, f"{base}/usages", version)["usages"]
         if full:
             detail.inventories = get_json(placement, f"{base}/inventories",
                                           version)["inventories"]
-            detail.traits = get_json(placement, f"{base}/traits", version)["traits"]
+            if traits:
+                detail.traits = get_json(placement, f"{base}/traits", version)["traits"]
             detail.aggregates = get_json(placement, f"{base}/aggregates", version)["aggregates"]
     except SourceError as exc:
         if exc.status == 404:
@@ -85,13 +192,33 @@ def _detail(placement, version: str, uuid: str, full: bool) -> ProviderDetail:
     return detail
 
 
-def _fill_unchanged_inventories(ctx: SyncContext, details: dict[str, ProviderDetail],
-                                unchanged: set[str]) -> None:
-    """Inventories of providers whose generation stood: the stored rows, usages fresh."""
+def _read_traits(placement, version: str, details: dict[str, ProviderDetail]) -> None:
+    """Every provider's traits, one call per trait some provider has."""
+    for detail in details.values():
+        detail.traits = []
+    for trait in get_json(placement, "/traits", version, {"associated": "true"})["traits"]:
+        holders = get_json(placement, "/resource_providers", version,
+                           {"required": trait})["resource_providers"]
+        for holder in holders:
+            held = details.get(holder["uuid"])
+            if held is not None and not held.missing:
+                held.traits.append(trait)
+
+
+def _fill_stored_inventories(ctx: SyncContext, details: dict[str, ProviderDetail],
+                             uuids: set[str]) -> None:
+    """Stored inventories with ``used`` of the providers in ``uuids`` (generation stood)."""
+    if not uuids:
+        return
     table = models.ProviderInventory.__table__
-    for row in ctx.connection.execute(select(table)).mappings():
-        if row["provider_uuid"] in unchanged:
-            details[row["provider_uuid"]].inventories[row["resource_class"]] = dict(row)
+    wanted = sorted(u for u in uuids if u in details)
+    for uuid in wanted:
+        details[uuid].inventories = {}
+    for start in range(0, len(wanted), 1000):  # bounded IN lists
+        for row in ctx.connection.execute(select(table).where(
+                table.c.provider_uuid.in_(wanted[start:start + 1000]))).mappings():
+            details[row["provider_uuid"]].inventories[  # type: ignore[index]
+                row["resource_class"]] = dict(row)
 
 
 def _provider_row(provider: dict[str, Any]) -> dict[str, Any]:
@@ -102,32 +229,38 @@ def _provider_row(provider: dict[str, Any]) -> dict[str, Any]:
             "parent_provider_uuid": provider.get("parent_provider_uuid")}
 
 
-def _write_details(ctx: SyncContext, details: list[ProviderDetail],
-                   unchanged: set[str]) -> None:
-    """Snapshot the three per-provider tables; traits and aggregates of ``unchanged`` stand."""
+def _write_details(ctx: SyncContext, details: list[ProviderDetail], stale: set[str],
+                   traits_read: bool) -> None:
+    """Snapshot the three per-provider tables; what was not read stands as stored."""
+    unread = {d.uuid for d in details if d.inventories is None}
     tables = (
-        (models.ProviderInventory, ("provider_uuid", "resource_class"), _inventory_rows),
+        (models.ProviderInventory, ("provider_uuid", "resource_class"), _inventory_rows,
+         unread),
         (models.ProviderTrait, ("provider_uuid", "trait"),
-         lambda d: ({"provider_uuid": d.uuid, "trait": t} for t in d.traits)),
+         lambda d: ({"provider_uuid": d.uuid, "trait": t} for t in d.traits),
+         set() if traits_read else {d.uuid for d in details} - stale),
         (models.ProviderAggregate, ("provider_uuid", "aggregate_uuid"),
-         lambda d: ({"provider_uuid": d.uuid, "aggregate_uuid": a} for a in d.aggregates)),
+         lambda d: ({"provider_uuid": d.uuid, "aggregate_uuid": a} for a in d.aggregates),
+         {d.uuid for d in details} - stale),
     )
-    for model, key, rows_of in tables:
+    for model, key, rows_of, standing in tables:
         snapshot = ctx.snapshot(model, key)
-        if model is not models.ProviderInventory:
-            snapshot.keep(lambda k: k[0] in unchanged)
         for detail in details:
-            snapshot.add(rows_of(detail))
+            if detail.uuid not in standing:
+                snapshot.add(rows_of(detail))
+        snapshot.keep(lambda k, standing=standing: k[0] in standing)
         snapshot.finish()
 
 
 def _inventory_rows(detail: ProviderDetail):
     """provider_inventories rows: Placement's inventory fields and the usage of the class."""
-    for resource_class, inventory in detail.inventories.items():
+    usages = detail.usages
+    for resource_class, inventory in (detail.inventories or {}).items():
         yield {"provider_uuid": detail.uuid, "resource_class": resource_class,
                "total": inventory["total"], "reserved": inventory.get("reserved", 0),
                "min_unit": inventory.get("min_unit", 1),
                "max_unit": inventory.get("max_unit", inventory["total"]),
                "step_size": inventory.get("step_size", 1),
                "allocation_ratio": float(inventory.get("allocation_ratio", 1.0)),
-               "used": int(detail.usages.get(resource_class, 0))}
+               "used": int(inventory.get("used", 0) if usages is None
+                           else usages.get(resource_class, 0))}
