@@ -196,3 +196,33 @@ def room_near_claim(host: Any, request: Any, candidate: Any, headroom: float = 1
     cpu_share = min(1.0, cpus / (max(1, request.flavor.vcpus) * headroom))
     memory_share = min(1.0, memory / (max(1, request.flavor.memory_mb) * headroom))
     return (cpu_share + memory_share) / 2
+
+
+def claimed_cell_fit(host: Any, request: Any, candidate: Any, level: str = "nvlink",
+                     pack: bool = False) -> float:
+    """How tightly the GPU set nova-compute is predicted to claim fills its free cell (0..1).
+
+    HiveD's buddy cells (Zhao et al., "HiveD: Sharing a GPU Cluster for Deep Learning
+    with Guarantees", OSDI '20), on the agent's link map: a *free cell* is a largest set
+    of free GPUs matching the request, pairwise joined at ``level`` or better
+    (:meth:`cortex.rules.gpu_sets.GpuMap.clique_sizes`). The claim of k GPUs takes
+    from the largest free cell any of its GPUs lies in, of size c >= k; the answer is
+    k / c: 1 when it fills that cell exactly, 1/8 when one GPU splits a free 8-GPU
+    NVSwitch board. Weighed across hosts, the best answer is the host with the
+    smallest free cell that holds the request: a larger cell is split only when no
+    smaller piece is free anywhere. 0 when no claim is predicted, and when the claimed
+    GPUs are not pairwise joined at ``level`` (the set spans cells; HiveD would serve
+    it from a coarser level, which ``weigher_gpu_affinity`` ranks).
+    """
+    claim = predicted_claim(host, request, candidate, pack)
+    if claim is None or not claim.devices:
+        return 0.0
+    topology = host.topology
+    gpus = gpu_map(topology)
+    free = candidate_mask(topology, gpus, request) | gpus.mask(claim.devices)
+    claimed = gpus.mask(claim.devices)
+    if not gpus.all_linked(claimed, level):
+        return 0.0
+    sizes = gpus.clique_sizes(free, level)
+    cell = max((sizes[i] for i in gpus.members(claimed)), default=0)
+    return len(claim.devices) / max(cell, len(claim.devices))

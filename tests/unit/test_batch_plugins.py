@@ -166,7 +166,8 @@ UNUSED_BY_THESE_REQUESTS = {
     "filter_pci_numa_affinity", "filter_host_instructions", "filter_requested_destination",
     "filter_excluded_hosts", "filter_server_group_affinity",
     "filter_server_group_anti_affinity", "filter_external_customer", "filter_live_migration",
-    "weigher_gpu_affinity", "weigher_gpu_fragmentation", "weigher_numa_locality",
+    "weigher_gpu_affinity", "weigher_gpu_fragmentation", "weigher_gpu_cell_preserving",
+    "weigher_numa_locality",
     "weigher_gpu_load", "weigher_gpu_energy", "weigher_live_migration_locality",
     "weigher_server_group_soft_affinity", "weigher_server_group_soft_anti_affinity",
     "filter_network_domain", "weigher_network_domain",  # groups only

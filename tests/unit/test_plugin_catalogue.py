@@ -19,7 +19,8 @@ IN_TREE = sorted(
     if cls.__module__.startswith("cortex.plugins."))
 SHIPPED = load_pipelines(conf.shipped_file("pipelines.yaml"))
 PIPELINE_NAMES = ("kvm-general-purpose-load-balancing", "kvm-hana-bin-packing",
-                  "kvm-gpu-bin-packing", "kvm-gpu-topology-aware", "nova-baseline",
+                  "kvm-gpu-bin-packing", "kvm-gpu-topology-aware", "kvm-gpu-cell-preserving",
+                  "nova-baseline",
                   "vmware-general-purpose-load-balancing",
                   "vmware-hana-bin-packing", "cinder-external-scheduler",
                   "manila-external-scheduler")
@@ -30,9 +31,9 @@ def test_the_catalogue_is_complete():
     # four topology filters (GPU capacity and health, NUMA topology, PCI NUMA affinity);
     # issue 6's GPU weighers (affinity, fragmentation, NUMA locality, load, energy) and
     # Nova's PCIWeigher for the nova-baseline pipeline; issue 9's network domain filter
-    # and weigher
+    # and weigher; issue 20's cell-preserving weigher
     assert len([n for n, _ in IN_TREE if n.startswith("filter_")]) == 19 + 4 + 1
-    assert len([n for n, _ in IN_TREE if n.startswith("weigher_")]) == 18 + 5 + 1 + 1 + 1
+    assert len([n for n, _ in IN_TREE if n.startswith("weigher_")]) == 18 + 5 + 1 + 1 + 1 + 1
 
 
 @pytest.mark.parametrize("name, cls", IN_TREE, ids=[n for n, _ in IN_TREE])

@@ -21,7 +21,7 @@ from tests.gpu_fakes import board_topology, gpu_host, gpu_request
 
 SHARED = ("filter_gpu_capacity", "filter_gpu_health", "filter_numa_topology",
           "filter_pci_numa_affinity", "weigher_gpu_affinity", "weigher_gpu_fragmentation",
-          "weigher_numa_locality")
+          "weigher_gpu_cell_preserving", "weigher_numa_locality")
 KINDS = ("hgx-h100-8gpu", "a100-pcie-4gpu-nvlink-pairs", "l40s-4gpu-pcie")
 
 
