@@ -107,13 +107,15 @@ class PlacementSource(Source):
             return _detail(placement, version, f"{endpoint}/resource_providers/{uuid}",
                            uuid, uuid in stale, uuid in usages, traits=not bulk_traits)
 
+        wanted = [p for p in providers if p["uuid"] in stale or p["uuid"] in usages]
+        details = {p["uuid"]: ProviderDetail(p["uuid"]) for p in providers}
         with ThreadPoolExecutor(self._concurrency, thread_name_prefix="placement") as pool:
-            details = {d.uuid: d for d in pool.map(read, providers)}
+            details.update((d.uuid, d) for d in pool.map(read, wanted))
         providers = [p for p in providers if not details[p["uuid"]].missing]
         if bulk_traits:
             _read_traits(placement, version, details)
         ctx.replace(table, (_provider_row(p) for p in providers), ("uuid",))
-        _fill_stored_inventories(ctx, details, (stale | usages) - stale)
+        _fill_stored_inventories(ctx, details, usages - stale)
         _write_details(ctx, [details[p["uuid"]] for p in providers], stale,
                        traits_read=bulk_traits)
         ctx.detail["providers_refreshed"] = len(stale & set(details))
