@@ -91,6 +91,8 @@ def _query_setting(found: Simulation, name: str, value: str) -> None:
     """Apply one query parameter to ``found``."""
     kind, _, rest = name.partition(".")
     if name == "pipeline":
+        if not value:
+            raise ApiError(400, "pipeline must name a pipeline (empty: leave it out)")
         found.pipeline = value
     elif name == "record":
         found.record = _flag(name, value)
