@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from werkzeug.exceptions import HTTPException
 
 import cortex
-from cortex.api import ui
+from cortex.api import commitments, ui
 from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
 from cortex.api.freshness import (
@@ -173,6 +173,10 @@ ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
     "/v1/decisions/<decision_id>/explanation": {"GET": (show_explanation, "reader")},
     "/v1/network-topology": {"GET": (show_network_topology, "reader")},
     "/v1/reservations": {"GET": (list_reservations, "reader")},
+    "/v1/commitments": {"GET": (commitments.list_all, "admin"),
+                        "POST": (commitments.create_commitment, "admin")},
+    "/v1/commitments/<commitment_id>": {"GET": (commitments.show_commitment, "admin"),
+                                        "DELETE": (commitments.remove_commitment, "admin")},
     "/v1/scheduler/nova/simulate": {"POST": (partial(simulate, "nova"), "reader")},
     "/v1/scheduler/cinder/simulate": {"POST": (partial(simulate, "cinder"), "reader")},
     "/v1/scheduler/manila/simulate": {"POST": (partial(simulate, "manila"), "reader")},

@@ -26,6 +26,7 @@ MAX_MESSAGES = 5
 _DOCUMENT_URI = "urn:cortex:openapi"
 _RESPONSE_POINTER = "/components/schemas/SchedulerResponse"
 _TOPOLOGY_POINTER = "/components/schemas/TopologyReport"
+_COMMITMENT_POINTER = "/components/schemas/CommitmentCreate"
 # Envelope keys left out of the paths in messages ("spec.flavor.vcpus", not
 # "spec.nova_object.data.flavor.nova_object.data.vcpus") unless the error is about them.
 _ENVELOPE_DATA_KEYS = frozenset({"nova_object.data", "versioned_object.data"})
@@ -86,6 +87,7 @@ class RequestValidator:
         }
         self._response = _validator(registry, _RESPONSE_POINTER, inlined)
         self._topology = _validator(registry, _TOPOLOGY_POINTER, inlined)
+        self._commitment = _validator(registry, _COMMITMENT_POINTER, inlined)
         self._fast = {service: _compiled(document, _request_pointer(service))
                       for service in SERVICES}
 
@@ -131,6 +133,14 @@ class RequestValidator:
         double's range are refused as in :func:`poison_errors`.
         """
         return _messages(self._topology.iter_errors(body)) or poison_errors(body)
+
+
+    def commitment_errors(self, body: object) -> list[str]:
+        """Why ``body`` is not a ``CommitmentCreate`` (``POST /v1/commitments``); ``[]`` if it is.
+
+        Same message format as :meth:`errors`.
+        """
+        return _messages(self._commitment.iter_errors(body)) or poison_errors(body)
 
 
 def name_error(name: str) -> str | None:

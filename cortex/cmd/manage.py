@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cortex import conf as config
-from cortex.cli import add_format, emit, parser, require_extra, run
+from cortex.cli import CommandError, add_format, emit, parser, require_extra, run
 from cortex.db import migrate
 from cortex.db.engine import make_engine
 from cortex.knowledge.loader import load_view
@@ -19,6 +19,7 @@ from cortex.pipeline.config import PipelineConfigError, load_pipelines
 from cortex.pipeline.explain import explain, render_text
 from cortex.plugins.base import describe_options
 from cortex.plugins.registry import FILTERS, WEIGHERS, load_all
+from cortex.simulator.commitments import CommitmentInvalid
 from cortex.simulator.fleet import SimulationError
 from cortex.store.decisions import DecisionStore
 from cortex.store.fleet import FleetError, import_fleet, read_fleet
@@ -207,6 +208,98 @@ def reservations_list(conf: config.Config, args) -> int:
     return 0
 
 
+COMMITMENT_COLUMNS = ("id", "project_id", "availability_zone", "count", "gpus", "products",
+                      "vcpus", "memory_mb", "state", "in_use", "hosts", "end_at")
+
+
+def _commitment_rows(documents: list[dict]) -> list[dict]:
+    """Table rows of commitment documents: ``hosts`` the held hosts with their holds."""
+    rows = []
+    for document in documents:
+        held: dict[str, int] = {}
+        for hold in sorted(document["holds"], key=lambda h: h["host"]):
+            held[hold["host"]] = held.get(hold["host"], 0) + 1
+        rows.append({**document, "hosts": held})
+    return rows
+
+
+def _with_services(conf: config.Config, work):
+    """``work(services)`` on the API's services (knowledge, scheduler) for ``conf``'s database."""
+    import logging
+
+    from cortex.api.app import create_app
+
+    # the API's warnings about its own authentication say nothing about this command
+    quiet = logging.getLogger("cortex.api.app")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        app = create_app(conf)
+    finally:
+        quiet.setLevel(level)
+    services = app.extensions["cortex"]
+    try:
+        return work(services)
+    finally:
+        services.decisions.close()
+        services.knowledge.close()
+
+
+def commitments_create(conf: config.Config, args) -> int:
+    """Place a commitment through the pipelines and store it; print it (``-f`` as lists)."""
+    from cortex.api.commitments import commit
+    from cortex.simulator.commitments import CommitmentRefused
+    from cortex.store.commitments import commitment_document
+
+    body = {"project_id": args.project, "availability_zone": args.availability_zone,
+            "vcpus": args.vcpus, "memory_mb": args.memory_mb, "gpus": args.gpus,
+            "products": args.product or [], "count": args.count, "end_at": args.end,
+            "description": args.description}
+    if args.start:
+        body["start_at"] = args.start
+    now = datetime.now(UTC)
+
+    def work(services):
+        try:
+            made = commit(services, body, now)
+        except CommitmentRefused as exc:
+            raise CommandError(str(exc), 1) from None
+        return commitment_document(made, services.knowledge.view().hosts, now)
+
+    document = _with_services(conf, work)
+    emit(_commitment_rows([document]), COMMITMENT_COLUMNS, args.format, document)
+    return 0
+
+
+def commitments_list(conf: config.Config, args) -> int:
+    """Every commitment, oldest first, one row each; ``show ID`` one, whole."""
+    from cortex.store.commitments import commitment_document, list_commitments
+
+    engine = make_engine(conf.database_url)
+    with engine.connect() as connection:
+        found = list_commitments(connection)
+    hosts = load_view(engine).hosts
+    now = datetime.now(UTC)
+    documents = [commitment_document(c, hosts, now) for c in found
+                 if getattr(args, "id", None) in (None, c.id)]
+    if getattr(args, "id", None) and not documents:
+        raise CommandError(f"no commitment {args.id}", 1)
+    emit(_commitment_rows(documents), COMMITMENT_COLUMNS, args.format,
+         documents[0] if getattr(args, "id", None) else documents)
+    return 0
+
+
+def commitments_delete(conf: config.Config, args) -> int:
+    """Delete a commitment; its room is free from the API workers' next view on."""
+    from cortex.store.commitments import delete_commitment
+
+    with make_engine(conf.database_url).begin() as connection:
+        if not delete_commitment(connection, args.id):
+            raise CommandError(f"no commitment {args.id}", 1)
+    print(f"deleted commitment {args.id}")
+    return 0
+
+
 def reservations_prune(conf: config.Config, args) -> int:
     """Delete expired in-flight reservations."""
     deleted = ReservationStore(make_engine(conf.database_url)).prune(datetime.now(UTC))
@@ -352,6 +445,32 @@ def _network_parsers(sub) -> None:
     listing.set_defaults(func=reservations_list)
     held.add_parser("prune", help="delete expired reservations").set_defaults(
         func=reservations_prune)
+    committed = sub.add_parser("commitments", help="committed reservations").add_subparsers(
+        dest="action", required=True)
+    create = committed.add_parser("create", help="place a commitment and keep its room")
+    create.add_argument("--project", required=True, help="the project it is for")
+    create.add_argument("--availability-zone", help="where (default: any host)")
+    create.add_argument("--vcpus", type=int, required=True, help="vCPUs per instance")
+    create.add_argument("--memory-mb", type=int, required=True, help="MiB per instance")
+    create.add_argument("--gpus", type=int, default=0, help="GPUs per instance (one set)")
+    create.add_argument("--product", action="append",
+                        help="PCI product id a GPU may be (repeatable; none: any)")
+    create.add_argument("--count", type=int, required=True, help="instances")
+    create.add_argument("--start", help="ISO 8601 start (default: now)")
+    create.add_argument("--end", required=True, help="ISO 8601 end")
+    create.add_argument("--description")
+    add_format(create)
+    create.set_defaults(func=commitments_create)
+    listing = committed.add_parser("list", help="every commitment")
+    add_format(listing)
+    listing.set_defaults(func=commitments_list)
+    show = committed.add_parser("show", help="one commitment")
+    show.add_argument("id")
+    add_format(show)
+    show.set_defaults(func=commitments_list)
+    gone = committed.add_parser("delete", help="delete a commitment")
+    gone.add_argument("id")
+    gone.set_defaults(func=commitments_delete)
 
 
 def _simulate_parser(sub) -> None:
@@ -403,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return run("cortex-manage", args, lambda conf: args.func(conf, args),
                expected=(FleetError, PipelineConfigError, SimulationError,
-                         NetworkTopologyError))
+                         NetworkTopologyError, CommitmentInvalid))
 
 
 if __name__ == "__main__":

@@ -653,3 +653,48 @@ class InflightReservation(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False,
                                                  index=True)
+
+
+class Commitment(Base):
+    """Capacity promised to a project for a period: ``count`` instances of one shape.
+
+    The shape is ``vcpus`` (dedicated CPUs when ``gpus``), ``memory_mb`` and ``gpus``
+    passthrough GPUs of one of ``products`` (PCI product ids; empty: any), one NVLink
+    set each where the fleet has them; ``availability_zone`` where; ``start_at`` and
+    ``end_at`` (UTC) when. Placed through the pipelines when created (revision 0008);
+    its room is in ``commitment_holds``.
+    """
+
+    __tablename__ = "commitments"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    project_id: Mapped[str] = mapped_column(String(255), nullable=False, index=True)
+    availability_zone: Mapped[str | None] = mapped_column(String(255))
+    vcpus: Mapped[int] = mapped_column(Integer, nullable=False)
+    memory_mb: Mapped[int] = mapped_column(Integer, nullable=False)
+    gpus: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    products: Mapped[list[str]] = mapped_column(JSONType, nullable=False, default=list)
+    count: Mapped[int] = mapped_column(Integer, nullable=False)
+    start_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    end_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    description: Mapped[str | None] = mapped_column(String(255))
+
+
+class CommitmentHold(Base):
+    """One committed instance's room on one host (revision 0008).
+
+    ``resources`` ``{RC: int}`` and the ``gpus`` (PCI addresses) the PCI claim model
+    predicts; ``baseline`` is the number of the owner's instances on the host when the
+    hold was made (for consumption).
+    """
+
+    __tablename__ = "commitment_holds"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    commitment_id: Mapped[str] = mapped_column(
+        ForeignKey("commitments.id", ondelete="CASCADE"), nullable=False, index=True)
+    host: Mapped[str] = mapped_column(String(255), nullable=False, index=True)
+    resources: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
+    gpus: Mapped[list[str]] = mapped_column(JSONType, nullable=False, default=list)
+    baseline: Mapped[int] = mapped_column(Integer, nullable=False, default=0)

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Engine, Text, cast, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from cortex.db import models
+from cortex.knowledge.commitments import Commitment, Hold
 from cortex.knowledge.network import (
     SOURCE_FILE,
     SOURCE_PROMETHEUS,
@@ -86,6 +87,7 @@ def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
         topologies = _topologies(session, {row.host for row in nodes}, nodes, previous)
         by_host = _aggregates_by_host(aggregates)
         stored = read_topologies(session)
+        commitments = read_commitments(session)
         return KnowledgeView(
             version=int(version),
             loaded_at=datetime.now(UTC),
@@ -94,7 +96,29 @@ def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
             network=build_topology(by_host, stored.get(SOURCE_FILE),
                                    network_keys or MetadataKeys(),
                                    stored.get(SOURCE_PROMETHEUS)),
+            commitments=commitments,
         )
+
+
+def read_commitments(session: Session) -> tuple[Commitment, ...]:
+    """Every commitment with its holds (expired ones too: they hold nothing)."""
+    holds: dict[str, list[Hold]] = {}
+    table = models.CommitmentHold.__table__
+    for row in session.execute(select(table).order_by(table.c.id)):
+        holds.setdefault(row.commitment_id, []).append(Hold(
+            row.id, row.commitment_id, row.host, MappingProxyType(dict(row.resources)),
+            tuple(row.gpus), row.baseline))
+    table = models.Commitment.__table__
+    return tuple(Commitment(
+        row.id, row.project_id, row.availability_zone, row.vcpus, row.memory_mb, row.gpus,
+        tuple(row.products), row.count, _utc(row.start_at), _utc(row.end_at),
+        _utc(row.created_at), row.description, tuple(holds.get(row.id, ())))
+        for row in session.execute(select(table).order_by(table.c.created_at, table.c.id)))
+
+
+def _utc(value: datetime) -> datetime:
+    """A stored time as timezone-aware UTC (SQLite hands back naive times)."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _aggregates_by_host(rows) -> dict[str, list[Aggregate]]:

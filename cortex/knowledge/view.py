@@ -215,7 +215,8 @@ class KnowledgeView:
     the shared view; a request's view with the in-flight reservations laid over it
     (:func:`cortex.knowledge.reservations.with_reservations`) lists the unexpired ones,
     and ``overlaid`` names the hosts whose state there is not the synced view's
-    (``root``'s).
+    (``root``'s). ``commitments`` are the committed reservations of this version
+    (:class:`cortex.knowledge.commitments.Commitment`, with their holds).
     """
 
     version: int
@@ -225,6 +226,7 @@ class KnowledgeView:
         default_factory=lambda: MappingProxyType({}))
     network: NetworkTopology = field(default_factory=NetworkTopology)
     reservations: tuple[Any, ...] = ()
+    commitments: tuple[Any, ...] = ()
     base: KnowledgeView | None = field(default=None, repr=False, compare=False)
     overlaid: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
     _derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)

@@ -33,6 +33,7 @@ from cortex.db import guard
 from cortex.decision import EMPTY, Decision
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeUnavailable
+from cortex.knowledge.commitments import counted_holds
 from cortex.knowledge.reservations import Reservation, with_reservations
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
@@ -122,7 +123,9 @@ class RunOptions:
     ``pipeline``: run this pipeline of the service instead of the choice rules;
     ``step_options``/``multipliers``: override a step's options or a weigher's
     multiplier (:func:`cortex.pipeline.overrides.with_overrides`); ``now``: the time the
-    reservations are judged at (None: the clock; the simulator's own time otherwise).
+    reservations are judged at (None: the clock; the simulator's own time otherwise);
+    ``holds``: more room counted as used, as in-flight reservations are (a commitment's
+    instances placed so far while it is placed).
     """
 
     promise: bool = True
@@ -132,6 +135,7 @@ class RunOptions:
     step_options: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: EMPTY)
     multipliers: Mapping[str, float] = field(default_factory=lambda: EMPTY)
     now: datetime | None = None
+    holds: tuple[Reservation, ...] = ()
 
     @property
     def overrides(self) -> dict[str, Any]:
@@ -147,11 +151,13 @@ LIVE = RunOptions()
 def simulation(pipeline: str | None = None,
                step_options: Mapping[str, Mapping[str, Any]] | None = None,
                multipliers: Mapping[str, float] | None = None, record: bool = False,
-               promise: bool = False, now: datetime | None = None) -> RunOptions:
+               promise: bool = False, now: datetime | None = None,
+               holds: tuple[Reservation, ...] = ()) -> RunOptions:
     """The RunOptions of a simulation: nothing promised, recorded only when asked."""
     return RunOptions(promise=promise, record=record, simulated=True, pipeline=pipeline,
                       step_options=MappingProxyType(dict(step_options or {})),
-                      multipliers=MappingProxyType(dict(multipliers or {})), now=now)
+                      multipliers=MappingProxyType(dict(multipliers or {})), now=now,
+                      holds=holds)
 
 
 class SchedulingFailed(Exception):
@@ -262,7 +268,7 @@ class SchedulerService:
             except KnowledgeUnavailable as exc:
                 raise _Failure(503, f"knowledge unavailable: {exc}") from None
             now = options.now or datetime.now(UTC)
-            overlaid = self._with_reservations(request, view, now)
+            overlaid = self._with_reservations(request, view, now, options.holds)
             try:
                 result = run_pipeline(pipeline, request, overlaid,
                                       self.settings.unknown_host_policy,
@@ -282,23 +288,29 @@ class SchedulerService:
                 and promises(request))
 
     def _with_reservations(self, request: SchedulingRequest, view: KnowledgeView,
-                           now: datetime) -> KnowledgeView:
-        """``view`` with the in-flight reservations counted (Nova only; ``view`` when off).
+                           now: datetime, holds: tuple[Reservation, ...] = ()
+                           ) -> KnowledgeView:
+        """``view`` with the in-flight reservations counted (Nova only; ``view`` when none).
 
-        A database failure here is logged and the call goes on without them, as the
-        knowledge view itself keeps serving through an outage. Reading the table (when
-        the feed does not listen) may take :data:`READ_SHARE` of the call's budget at
-        most, so that a database that hangs leaves the pipeline and the promise their time.
+        Also counted: other projects' committed room (:mod:`cortex.knowledge.commitments`)
+        and ``holds``. A database failure reading the reservations is logged and the call
+        goes on without them, as the knowledge view itself keeps serving through an
+        outage. Reading the table (when the feed does not listen) may take
+        :data:`READ_SHARE` of the call's budget at most, so that a database that hangs
+        leaves the pipeline and the promise their time.
         """
-        if not isinstance(request, NovaRequest) or self.reservations is None \
-                or not self.settings.reservation_ttl:
+        if not isinstance(request, NovaRequest):
             return view
-        budget = self.settings.request_time_budget or NO_BUDGET_WAIT
-        try:
-            with guard.deadline(budget * READ_SHARE):
-                active = self.reservations.active(now)
-        except Exception as exc:  # noqa: BLE001 - database trouble must not fail the answer
-            LOG.warning("in-flight reservations unreadable, not counted: %r", exc)
+        active = [*holds, *counted_holds(view.commitments, view.hosts, request.project_id,
+                                         now)]
+        if self.reservations is not None and self.settings.reservation_ttl:
+            budget = self.settings.request_time_budget or NO_BUDGET_WAIT
+            try:
+                with guard.deadline(budget * READ_SHARE):
+                    active.extend(self.reservations.active(now))
+            except Exception as exc:  # noqa: BLE001 - database trouble must not fail it
+                LOG.warning("in-flight reservations unreadable, not counted: %r", exc)
+        if not active:
             return view
         return with_reservations(view, active, now, request.instance_uuid)
 

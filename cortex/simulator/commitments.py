@@ -1,0 +1,122 @@
+"""Placing a commitment: each committed instance through the pipelines, as Nova would ask.
+
+A commitment (:mod:`cortex.knowledge.commitments`) is placed when it is created: its
+``count`` instances one after the other, each as the body Nova would send for a VM of
+the commitment's shape (the simulator's :func:`cortex.simulator.replay.request_body`)
+with every host of the zone a candidate and the owner's project (its tenant isolation
+and allowed projects apply), through the pipeline the choice rules give it, as a
+simulation that promises and records nothing. Every commitment's free room, the
+owner's other commitments' too, and the instances placed so far count as used
+(:class:`RunOptions` ``holds``), so room is never promised twice and a placement is
+never one the scheduler itself would refuse. Each instance's hold is the request's
+resources on the first host of the answer and the GPUs nova-compute would hand it there
+(:func:`cortex.scheduler.promise.predicted_gpus`). All or nothing: when an instance
+finds no host, :class:`CommitmentRefused` says how many fitted.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from dataclasses import dataclass
+from datetime import datetime
+from types import MappingProxyType
+
+from cortex.knowledge.commitments import Commitment, Hold, counted_holds
+from cortex.knowledge.reservations import Reservation, with_reservations
+from cortex.request.nova import NovaRequest
+from cortex.scheduler.promise import predicted_gpus
+from cortex.scheduler.service import SchedulerService, SchedulingFailed, simulation
+from cortex.simulator.replay import request_body
+from cortex.simulator.trace import TraceRequest
+
+
+class CommitmentRefused(Exception):
+    """The commitment cannot be placed; the message says how much of it fitted."""
+
+
+class CommitmentInvalid(ValueError):
+    """What was asked is not a commitment (an API 400, exit status 2); the message says why."""
+
+
+@dataclass(frozen=True)
+class CommitmentSpec:
+    """What an operator asks to commit (the POST body of ``/v1/commitments``)."""
+
+    project_id: str
+    availability_zone: str | None
+    vcpus: int
+    memory_mb: int
+    gpus: int
+    products: tuple[str, ...]
+    count: int
+    start_at: datetime
+    end_at: datetime
+    description: str | None = None
+
+
+def place(scheduler: SchedulerService, spec: CommitmentSpec, now: datetime) -> Commitment:
+    """The commitment with a hold per instance; CommitmentRefused when one finds no room.
+
+    Raises ValueError for a spec that cannot be a commitment (end before start, no
+    hosts in the zone) and SchedulingFailed when the scheduler cannot answer (503).
+    """
+    if spec.end_at <= spec.start_at:
+        raise ValueError("end_at must be after start_at")
+    view = scheduler.knowledge.view()
+    zone = [name for name, state in view.hosts.items()
+            if spec.availability_zone in (None, state.availability_zone)]
+    if not zone:
+        raise ValueError(f"no host known in availability zone {spec.availability_zone!r}")
+    entries = [{"host": name, "hypervisor_hostname": next(iter(view.hosts[name].nodes), name)}
+               for name in zone]
+    weights = dict.fromkeys(zone, 0.0)
+    commitment_id = str(uuidlib.uuid4())
+    # Asked as the owner (tenant isolation and allowed projects apply as to its VMs),
+    # so the scheduler counts the other projects' room; the owner's own is added here.
+    own = counted_holds([c for c in view.commitments if c.project_id == spec.project_id],
+                        view.hosts, None, now)
+    others = counted_holds(view.commitments, view.hosts, spec.project_id, now)
+    holds: list[Hold] = []
+    placed: list[Reservation] = []
+    for index in range(spec.count):
+        request = _request(spec, f"{commitment_id}-{index}", entries, weights)
+        try:
+            decision = scheduler.schedule(request, simulation(now=now,
+                                                              holds=(*own, *placed)))
+        except SchedulingFailed as exc:
+            if exc.status == 503:
+                raise
+            decision = exc.decision
+        if not decision.result:
+            raise CommitmentRefused(
+                f"{index} of {spec.count} instances fit in availability zone "
+                f"{spec.availability_zone or '(any)'}; nothing was committed")
+        host = decision.result[0]
+        state = with_reservations(view, [*others, *own, *placed], now).hosts[host]
+        hold = Hold(str(uuidlib.uuid4()), commitment_id, host,
+                    MappingProxyType(dict(request.resources)), predicted_gpus(state, request),
+                    sum(1 for i in view.hosts[host].instances if i.project_id == spec.project_id))
+        holds.append(hold)
+        placed.append(Reservation(f"hold-{hold.id}", host, None, None, hold.resources,
+                                  hold.gpus, now, spec.end_at))
+    return Commitment(commitment_id, spec.project_id, spec.availability_zone, spec.vcpus,
+                      spec.memory_mb, spec.gpus, spec.products, spec.count, spec.start_at,
+                      spec.end_at, now, spec.description, tuple(holds))
+
+
+def _request(spec: CommitmentSpec, name: str, entries: list[dict[str, str]],
+             weights: dict[str, float]) -> NovaRequest:
+    """The Nova request of one committed instance.
+
+    With GPUs: dedicated CPUs and one guest NUMA cell, two from 8 GPUs (a board's GPUs
+    sit on both of its nodes), as the simulator's Alibaba pods ask.
+    """
+    trace = TraceRequest(name, 0.0, None, spec.gpus, 0, spec.vcpus, spec.memory_mb,
+                         numa_nodes=(2 if spec.gpus >= 8 else 1) if spec.gpus else 0,
+                         cpu_policy="dedicated" if spec.gpus else "shared",
+                         products=spec.products)
+    body = request_body(trace, entries, weights, pipeline="")
+    body.pop("pipeline")  # the choice rules decide, as for Nova's own calls
+    body["spec"]["nova_object.data"]["project_id"] = spec.project_id
+    body["context"]["project_id"] = spec.project_id
+    return NovaRequest.from_body(body)
