@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
@@ -25,6 +26,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from cortex.knowledge import kpis
 from cortex.knowledge.cache import KnowledgeCache, KnowledgeUnavailable
+from cortex.knowledge.commitments import free_holds
 from cortex.knowledge.view import KnowledgeView
 from cortex.scheduler.metrics import SchedulerMetrics
 
@@ -140,6 +142,32 @@ class KnowledgeCollector:
         if self._kpis[0] is not view:
             self._kpis = (view, kpi_families(view))
         yield from self._kpis[1]
+        yield commitment_family(view, datetime.now(UTC))
+
+
+def commitment_family(view: KnowledgeView, now: datetime) -> GaugeMetricFamily:
+    """``cortex_committed_gpus{availability_zone, products, state}`` of the active commitments.
+
+    ``reserved``: the GPUs of every hold; ``used``: of the holds the owners' instances
+    consume; ``idle``: of the free ones (reserved = used + idle). ``products``: the PCI
+    product ids the commitment accepts, ``|``-joined (``any``). Computed at every scrape:
+    a commitment stops counting when it ends, whatever the knowledge version.
+    """
+    family = GaugeMetricFamily(
+        "cortex_committed_gpus", "GPUs of active committed reservations: reserved, used by "
+        "their owners' instances, idle.", labels=["availability_zone", "products", "state"])
+    totals: dict[tuple[str, str, str], float] = {}
+    for commitment in view.commitments:
+        if not commitment.active(now):
+            continue
+        key = (commitment.availability_zone or "", "|".join(commitment.products) or "any")
+        free = len(free_holds(commitment, view.hosts))
+        for state, holds in (("reserved", len(commitment.holds)),
+                             ("used", len(commitment.holds) - free), ("idle", free)):
+            totals[(*key, state)] = totals.get((*key, state), 0.0) + holds * commitment.gpus
+    for labels, value in sorted(totals.items()):
+        family.add_metric(list(labels), value)
+    return family
 
 
 def kpi_families(view: KnowledgeView) -> list[Metric]:

@@ -83,6 +83,11 @@ def test_other_projects_are_steered_off_the_room_and_the_owner_lands_in_it(clien
     owner = ask(client, OWNER)
     assert set(owner) == {"cmp0010", "cmp0011"}
 
+    metrics = client.get("/metrics").get_data(as_text=True)
+    for state, value in (("reserved", 8.0), ("used", 0.0), ("idle", 8.0)):
+        assert (f'cortex_committed_gpus{{availability_zone="az-1",products="{H100}",'
+                f'state="{state}"}} {value}') in metrics
+
     listed = client.get("/v1/commitments").get_json()["commitments"]
     assert [c["id"] for c in listed] == [commitment["id"]]
     shown = client.get(f"/v1/commitments/{commitment['id']}").get_json()
