@@ -171,6 +171,7 @@ UNUSED_BY_THESE_REQUESTS = {
     "weigher_gpu_load", "weigher_gpu_energy", "weigher_live_migration_locality",
     "weigher_server_group_soft_affinity", "weigher_server_group_soft_anti_affinity",
     "filter_network_domain", "weigher_network_domain",  # groups only
+    "filter_failover_room",  # off with its default options (hosts: 0)
     "weigher_metrics",  # with default options (no metrics) only
 }
 

@@ -31,8 +31,9 @@ def test_the_catalogue_is_complete():
     # four topology filters (GPU capacity and health, NUMA topology, PCI NUMA affinity);
     # issue 6's GPU weighers (affinity, fragmentation, NUMA locality, load, energy) and
     # Nova's PCIWeigher for the nova-baseline pipeline; issue 9's network domain filter
-    # and weigher; issue 20's cell-preserving weigher; issue 21's commitment weigher
-    assert len([n for n, _ in IN_TREE if n.startswith("filter_")]) == 19 + 4 + 1
+    # and weigher; issue 20's cell-preserving weigher; issue 21's commitment weigher and
+    # failover room filter
+    assert len([n for n, _ in IN_TREE if n.startswith("filter_")]) == 19 + 4 + 1 + 1
     assert len([n for n, _ in IN_TREE if n.startswith("weigher_")]) == 18 + 5 + 1 + 1 + 1 + 1 + 1
 
 

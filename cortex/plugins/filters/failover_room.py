@@ -1,0 +1,110 @@
+"""filter_failover_room: keep room to evacuate a failed host, for evacuations only.
+
+Rule: an N+1 failover policy. Per group of like hosts (``group_by``: ``gpu_model``, the
+availability zone and the NVIDIA product of the host's GPUs; or ``availability_zone``),
+the ``hosts`` enabled, up hosts with the most free room (free GPUs, then free
+memory; ties by name) are kept for Nova evacuations (``evacuate`` intent, believed
+only when the body's flags back it: :func:`cortex.request.nova.intent_claims`): every
+other request is refused there. With hosts of one size, one host's worth of room
+per group is room to evacuate any one host of the group. Chosen again for every
+knowledge version, from the synced view: as hosts fill and empty, the room moves to
+the emptiest. ``hosts: 0`` (the shipped pipelines' setting) keeps nothing and the step
+does not apply; Nova has no such filter, the reference implementation's failover
+reservations keep room the same way. Invert: not applicable (a filter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cortex.knowledge.view import HostState, KnowledgeView
+from cortex.plugins.base import Filter
+from cortex.plugins.registry import register
+from cortex.request import Candidate, NovaRequest
+
+GROUPINGS = ("gpu_model", "availability_zone")
+
+
+@dataclass(frozen=True)
+class FailoverRoomOptions:
+    """``hosts`` kept per group (0: none), ``group_by`` gpu_model|availability_zone."""
+
+    hosts: int = 0
+    group_by: str = "gpu_model"
+
+    def __post_init__(self) -> None:
+        """Refuse a negative count or an unknown grouping."""
+        if self.hosts < 0:
+            raise ValueError("hosts must be >= 0")
+        if self.group_by not in GROUPINGS:
+            raise ValueError(f"group_by must be one of {', '.join(GROUPINGS)}")
+
+
+def _group(state: HostState, group_by: str) -> tuple[str, str] | None:
+    """The host's group, or None when it belongs to none (no GPUs for ``gpu_model``)."""
+    zone = state.availability_zone or ""
+    if group_by == "availability_zone":
+        return (zone, "")
+    gpus = state.topology.gpus if state.topology is not None else ()
+    products = sorted({g.device_id or "" for g in gpus})
+    return (zone, "|".join(products)) if products else None
+
+
+def _room(state: HostState) -> tuple[int, int]:
+    """(free GPUs, free memory MiB) of a host: what an evacuated host's VMs need most."""
+    gpus = state.topology.gpus if state.topology is not None else ()
+    memory = 0
+    for node in state.nodes.values():
+        inventory = node.inventories.get("MEMORY_MB")
+        if inventory is not None:
+            memory += int((inventory.total - inventory.reserved) * inventory.allocation_ratio
+                          - inventory.used)
+    return (sum(1 for g in gpus if not g.in_use), memory)
+
+
+def kept_hosts(view: KnowledgeView, hosts: int, group_by: str) -> dict[str, tuple[str, str]]:
+    """``{host: group}`` of the hosts kept for evacuations in ``view`` (see the module)."""
+    groups: dict[tuple[str, str], list[HostState]] = {}
+    for state in view.hosts.values():
+        group = _group(state, group_by)
+        if group is not None and state.enabled and state.up:
+            groups.setdefault(group, []).append(state)
+    kept = {}
+    for group, members in groups.items():
+        members.sort(key=lambda s: (tuple(-v for v in _room(s)), s.host))
+        for state in members[:hosts]:
+            kept[state.host] = group
+    return kept
+
+
+@register
+class FailoverRoomFilter(Filter[NovaRequest, HostState]):
+    """Refuses the hosts kept for evacuations to every other request."""
+
+    name = "filter_failover_room"
+    Options = FailoverRoomOptions
+
+    def __init__(self, options: FailoverRoomOptions | None = None,
+                 kept: dict[str, tuple[str, str]] | None = None) -> None:
+        super().__init__(options)
+        self.kept = kept or {}
+
+    def applies(self, request: NovaRequest) -> bool:
+        """When the policy keeps hosts, for every request but an evacuation."""
+        return self.options.hosts > 0 and request.intent != "evacuate"
+
+    def bind(self, request: NovaRequest, view: KnowledgeView) -> FailoverRoomFilter:
+        """A filter holding the kept hosts of ``view``'s knowledge version."""
+        options = self.options
+        kept = view.root.derived(("failover-room", options.hosts, options.group_by),
+                                 lambda root: kept_hosts(root, options.hosts, options.group_by))
+        return FailoverRoomFilter(options, kept)
+
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
+        """None unless the host is kept for evacuations."""
+        group = self.kept.get(host.host)
+        if group is None:
+            return None
+        zone, models = group
+        return (f"kept free for evacuations (failover room of "
+                f"{zone or 'no zone'}{', GPUs ' + models if models else ''})")
