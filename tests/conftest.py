@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
@@ -88,6 +88,19 @@ def _drop_postgres_database(url: str) -> None:
     with admin.connect() as connection:
         connection.execute(text(f'DROP DATABASE IF EXISTS "{parsed.database}" WITH (FORCE)'))
     admin.dispose()
+
+
+def demo_sqlite(path) -> tuple[str, Engine]:
+    """``(url, engine)`` of a SQLite file at ``path`` holding the demo fleet.
+
+    The embedded default ``cortex-api --demo`` runs on.
+    """
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    with engine.begin() as connection:
+        import_fleet(connection, read_fleet(DEMO_FLEET))
+    return url, engine
 
 
 @contextmanager

@@ -15,7 +15,6 @@ from cortex.scheduler.service import SchedulingFailed
 from cortex.simulator.commitments import (
     CommitmentInvalid,
     CommitmentRefused,
-    CommitmentSpec,
     place,
 )
 from cortex.store.commitments import (
@@ -35,14 +34,17 @@ def parse_time(text: str, name: str) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def spec_from(body: dict, now: datetime) -> CommitmentSpec:
-    """A CommitmentSpec from a valid ``CommitmentCreate`` body; ValueError for bad times."""
-    return CommitmentSpec(  # JSON Schema's integers include 8.0: made ints here
-        body["project_id"], body.get("availability_zone"), int(body["vcpus"]),
+def spec_from(body: dict, now: datetime) -> Commitment:
+    """What a valid ``CommitmentCreate`` body asks for: a commitment without id and holds.
+
+    Raises ValueError for a time that is not ISO 8601.
+    """
+    return Commitment(  # JSON Schema's integers include 8.0: made ints here
+        "", body["project_id"], body.get("availability_zone"), int(body["vcpus"]),
         int(body["memory_mb"]), int(body.get("gpus", 0)),
         tuple(p.lower() for p in body.get("products") or ()),
         int(body["count"]), parse_time(body["start_at"], "start_at") if body.get("start_at")
-        else now, parse_time(body["end_at"], "end_at"), body.get("description"))
+        else now, parse_time(body["end_at"], "end_at"), now, body.get("description"))
 
 
 def commit(services, body: object, now: datetime) -> Commitment:

@@ -17,7 +17,7 @@ finds no host, :class:`CommitmentRefused` says how many fitted.
 from __future__ import annotations
 
 import uuid as uuidlib
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime
 from types import MappingProxyType
 
@@ -38,24 +38,10 @@ class CommitmentInvalid(ValueError):
     """What was asked is not a commitment (an API 400, exit status 2); the message says why."""
 
 
-@dataclass(frozen=True)
-class CommitmentSpec:
-    """What an operator asks to commit (the POST body of ``/v1/commitments``)."""
+def place(scheduler: SchedulerService, spec: Commitment, now: datetime) -> Commitment:
+    """``spec`` (a commitment without id and holds yet) placed: its id, a hold per instance.
 
-    project_id: str
-    availability_zone: str | None
-    vcpus: int
-    memory_mb: int
-    gpus: int
-    products: tuple[str, ...]
-    count: int
-    start_at: datetime
-    end_at: datetime
-    description: str | None = None
-
-
-def place(scheduler: SchedulerService, spec: CommitmentSpec, now: datetime) -> Commitment:
-    """The commitment with a hold per instance; CommitmentRefused when one finds no room.
+    CommitmentRefused when an instance finds no room.
 
     Raises ValueError for a spec that cannot be a commitment (end before start, no
     hosts in the zone) and SchedulingFailed when the scheduler cannot answer (503).
@@ -99,12 +85,10 @@ def place(scheduler: SchedulerService, spec: CommitmentSpec, now: datetime) -> C
         holds.append(hold)
         placed.append(Reservation(f"hold-{hold.id}", host, None, None, hold.resources,
                                   hold.gpus, now, spec.end_at))
-    return Commitment(commitment_id, spec.project_id, spec.availability_zone, spec.vcpus,
-                      spec.memory_mb, spec.gpus, spec.products, spec.count, spec.start_at,
-                      spec.end_at, now, spec.description, tuple(holds))
+    return replace(spec, id=commitment_id, created_at=now, holds=tuple(holds))
 
 
-def _request(spec: CommitmentSpec, name: str, entries: list[dict[str, str]],
+def _request(spec: Commitment, name: str, entries: list[dict[str, str]],
              weights: dict[str, float]) -> NovaRequest:
     """The Nova request of one committed instance.
 

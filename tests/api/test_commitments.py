@@ -15,7 +15,7 @@ import pytest
 
 from cortex.api.app import create_app
 from tests.api.conftest import make_conf, stop_app
-from tests.conftest import FIXTURES, demo_database, load_body
+from tests.conftest import FIXTURES, demo_database, demo_sqlite, load_body
 
 OWNER, OTHER = "a" * 32, "c" * 32
 H100 = "2330"
@@ -133,16 +133,8 @@ def test_bad_commitments_get_400_and_nothing_is_stored(client, changes, message)
 
 def test_cortex_manage_commitments_create_list_show_delete(tmp_path, monkeypatch, capsys):
     from cortex.cmd import manage
-    from cortex.db import migrate
-    from cortex.db.engine import make_engine
-    from cortex.store.fleet import import_fleet, read_fleet
-    from tests.conftest import DEMO_FLEET
 
-    url = f"sqlite:///{tmp_path / 'cortex.sqlite'}"
-    engine = make_engine(url)
-    migrate.upgrade(engine)
-    with engine.begin() as connection:
-        import_fleet(connection, read_fleet(DEMO_FLEET))
+    url, engine = demo_sqlite(tmp_path / "cortex.sqlite")
     monkeypatch.setenv("CORTEX_DATABASE_CONNECTION", url)
     monkeypatch.delenv("CORTEX_CONFIG_FILE", raising=False)
     create = ["commitments", "create", "--project", "p" * 32, "--availability-zone", "az-1",

@@ -14,11 +14,8 @@ import pytest
 
 from cortex.api.app import create_app
 from cortex.cmd import manage
-from cortex.db import migrate
-from cortex.db.engine import make_engine
-from cortex.store.fleet import import_fleet, read_fleet
 from tests.api.conftest import make_conf
-from tests.conftest import DEMO_FLEET, REPO
+from tests.conftest import REPO, demo_sqlite
 
 VOLATILE = [(re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?"), "<time>"),
             (re.compile(r"^Decision [0-9a-f-]{36}"), "Decision <id>")]
@@ -61,11 +58,7 @@ def test_the_readme_has_samples_to_check():
 
 
 def test_every_sample_is_what_the_command_prints(tmp_path, monkeypatch, capsys):
-    url = f"sqlite:///{tmp_path / 'cortex.sqlite'}"
-    engine = make_engine(url)
-    migrate.upgrade(engine)
-    with engine.begin() as connection:
-        import_fleet(connection, read_fleet(DEMO_FLEET))
+    url, engine = demo_sqlite(tmp_path / "cortex.sqlite")
     # as cortex-api --demo runs: reservations on, so the GPU VM's promise counts next
     app = create_app(make_conf(**{"database.connection": url,
                                   "scheduler.reservation_ttl": 300.0}), engine=engine)
