@@ -157,6 +157,9 @@ def _write_pci(root: Path, layout: dict) -> None:
         _link(base / "iommu_group", f"../../../kernel/iommu_groups/{group}")
         if gpu.get("held"):
             _write(root / f"proc/{4000 + group}/comm", "qemu-kvm")
+            _write(root / f"proc/{4000 + group}/cmdline",
+                   f"/usr/bin/qemu-system-x86_64\0-name\0guest=instance-{group}\0-uuid\0"
+                   f"{uuid.UUID(int=group)}\0-nodefaults\0")
             _link(root / f"proc/{4000 + group}/fd/17", f"/dev/vfio/{group}")
         for number, (mdev_type, held) in enumerate(gpu.get("mdevs", ())):
             mdev = base / f"virtfn{number}" / f"{uuid.UUID(int=number + 1)}"

@@ -323,12 +323,14 @@ def _links(session: NvmlSession, handles: Mapping[str, tuple[Any, dict]]) -> lis
 
 
 def merge_gpus(sysfs_facts: Mapping[str, dict], nvml_facts: Mapping[str, dict],
-               held_groups: frozenset[str]) -> list[dict]:
+               held_groups: Mapping[str, str | None]) -> list[dict]:
     """One report entry per GPU (see ``GpuReport`` in the OpenAPI document).
 
     ``in_use`` (source ``agent``): the GPU is bound to ``vfio-pci`` and a process holds its
-    VFIO group open. MIG instances in use: one per held vGPU whose type names the
-    instance's profile (``A100D-3-40C`` -> ``3g.40gb``), lowest instance ids first.
+    VFIO group open; ``instance_uuid`` the holder's Nova instance (``held_groups``, from
+    :func:`cortex.agent.host.held_vfio_groups`), where known. MIG instances in use: one
+    per held vGPU whose type names the instance's profile (``A100D-3-40C`` -> ``3g.40gb``),
+    lowest instance ids first.
     """
     merged = []
     for address in sorted(set(sysfs_facts) | set(nvml_facts)):
@@ -346,6 +348,8 @@ def merge_gpus(sysfs_facts: Mapping[str, dict], nvml_facts: Mapping[str, dict],
         gpu["in_use"] = bool(gpu["driver"] == "vfio-pci"
                              and sys_gpu.get("iommu_group") in held_groups)
         gpu["in_use_source"] = "agent"
+        if gpu["in_use"] and held_groups.get(sys_gpu.get("iommu_group")):
+            gpu["instance_uuid"] = held_groups[sys_gpu["iommu_group"]]
         merged.append(gpu)
     return merged
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from cortex.cpuset import format_cpuset, parse_cpuset
 
 _PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 _NODE_DIR = re.compile(r"^node(\d+)$")
 _HUGEPAGES_DIR = re.compile(r"^hugepages-(\d+)kB$")
 _RESERVED_PAGES = re.compile(r"node:(\d+),size:(\d+)([KMG]?)B?,count:(\d+)", re.IGNORECASE)
@@ -246,27 +247,49 @@ def nics(fs: Sysfs) -> list[dict]:
     return found
 
 
-def held_vfio_groups(proc_root: str | os.PathLike) -> frozenset[str]:
-    """IOMMU group numbers whose ``/dev/vfio/<group>`` some process keeps open (QEMU does)."""
-    groups = set()
+def held_vfio_groups(proc_root: str | os.PathLike) -> dict[str, str | None]:
+    """IOMMU groups whose ``/dev/vfio/<group>`` some process keeps open (QEMU does).
+
+    ``{group number: instance uuid or None}``: the uuid is the holder's ``-uuid``
+    argument, which libvirt sets to the domain's uuid and Nova's libvirt driver to the
+    instance's (None for a holder without one).
+    """
+    groups: dict[str, str | None] = {}
     proc = Path(proc_root)
     try:
         pids = [p for p in os.listdir(proc) if p.isdigit()]
     except OSError:
-        return frozenset()
+        return {}
     for pid in pids:
         try:
             fds = os.listdir(proc / pid / "fd")
         except OSError:
             continue
+        held = set()
         for fd in fds:
             try:
                 target = os.readlink(proc / pid / "fd" / fd)
             except OSError:
                 continue
             if target.startswith("/dev/vfio/") and target[10:].isdigit():
-                groups.add(target[10:])
-    return frozenset(groups)
+                held.add(target[10:])
+        if held:
+            holder = _qemu_uuid(proc / pid / "cmdline")
+            for group in held:
+                groups[group] = groups.get(group) or holder
+    return groups
+
+
+def _qemu_uuid(cmdline: Path) -> str | None:
+    """The value after ``-uuid`` in a NUL-separated command line; None if none or unreadable."""
+    try:
+        words = cmdline.read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for flag, value in zip(words, words[1:], strict=False):
+        if flag == b"-uuid" and _UUID.match(value.decode("ascii", "replace")):
+            return value.decode("ascii").lower()
+    return None
 
 
 @dataclass

@@ -259,7 +259,8 @@ class Gpu(Base):
     """One GPU of a host by PCI address, with what NVML and sysfs said of it.
 
     ``in_use`` says whether a guest holds it, ``in_use_source`` who said so (placement,
-    agent or fleet).
+    agent or fleet), ``instance_uuid`` which Nova instance holds it passed through, when
+    known.
     """
 
     __tablename__ = "gpus"
@@ -293,6 +294,7 @@ class Gpu(Base):
     fabric_clique: Mapped[int | None] = mapped_column(BigInteger)
     fabric_cluster: Mapped[str | None] = mapped_column(String(36))
     unsupported: Mapped[list] = mapped_column(JSONType, nullable=False)
+    instance_uuid: Mapped[str | None] = mapped_column(String(36))
     topology: Mapped[HostTopology] = relationship(back_populates="gpus")
     mig_instances: Mapped[list[MigInstance]] = relationship(
         back_populates="gpu", cascade="all, delete-orphan", order_by="MigInstance.instance_id")
@@ -686,7 +688,8 @@ class CommitmentHold(Base):
 
     ``resources`` ``{RC: int}`` and the ``gpus`` (PCI addresses) the PCI claim model
     predicts; ``baseline`` is the number of the owner's instances on the host when the
-    hold was made (for consumption).
+    hold was made (for consumption); ``instance_uuid`` the owner's instance that took
+    it (revision 0009; the hold's host follows that instance).
     """
 
     __tablename__ = "commitment_holds"
@@ -698,3 +701,35 @@ class CommitmentHold(Base):
     resources: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
     gpus: Mapped[list[str]] = mapped_column(JSONType, nullable=False, default=list)
     baseline: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    instance_uuid: Mapped[str | None] = mapped_column(String(36))
+
+
+class DeschedulerMove(Base):
+    """One move of a ``cortex-descheduler`` run (revision 0009).
+
+    ``state``: ``proposed`` (a dry run, or a kind of move not executed), ``skipped``
+    (no acceptable target: ``detail`` says why), ``running`` (asked of Nova),
+    ``completed``, ``failed`` or ``timed_out`` (``detail`` says what Nova answered);
+    ``kind`` ``live`` or ``cold``; ``decision_id`` the recorded decision that chose
+    the target; ``gpus_won`` whole-NVLink-cell GPUs freed net of the target's loss.
+    """
+
+    __tablename__ = "descheduler_moves"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(36), nullable=False, index=True)
+    instance_uuid: Mapped[str] = mapped_column(String(36), nullable=False, index=True)
+    project_id: Mapped[str | None] = mapped_column(String(255))
+    detector: Mapped[str] = mapped_column(String(64), nullable=False)
+    reason: Mapped[str] = mapped_column(Text, nullable=False)
+    source_host: Mapped[str] = mapped_column(String(255), nullable=False)
+    target_host: Mapped[str | None] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(8), nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    detail: Mapped[str] = mapped_column(Text, nullable=False, default="", server_default="")
+    decision_id: Mapped[str | None] = mapped_column(String(36))
+    gpus_won: Mapped[int] = mapped_column(Integer, nullable=False, default=0,
+                                          server_default="0")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False,
+                                                 index=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

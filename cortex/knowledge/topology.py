@@ -130,6 +130,9 @@ class Gpu:
     ``numa_node`` follows the agent's rules (``numa_source`` says which answered);
     ``pci_numa_node`` is sysfs', the one Nova's PCI tracker uses. ``in_use`` says
     whether a guest holds it, ``in_use_source`` who said so (:data:`IN_USE_SOURCES`).
+    ``instance_uuid`` is the Nova instance that holds it passed through, where the agent
+    (the QEMU process holding its VFIO group), the fleet file or the simulator knows it;
+    no rule reads it (it is not part of the topology's state), the descheduler does.
     """
 
     pci_address: str
@@ -156,6 +159,7 @@ class Gpu:
     vgpus_in_use: int = 0
     fabric_clique: int | None = None
     fabric_cluster: str | None = None
+    instance_uuid: str | None = field(default=None, compare=False)
 
     @property
     def passthrough(self) -> bool:
@@ -496,7 +500,7 @@ def _gpu(raw: Mapping[str, Any]) -> Gpu:
         raw.get("virtualization_mode"), raw.get("compute_capability"),
         health.get("healthy", True), health.get("reasons", ()), raw.get("in_use"),
         raw.get("in_use_source"), raw.get("vgpus_in_use"), fabric.get("clique_id"),
-        fabric.get("cluster_uuid"))
+        fabric.get("cluster_uuid"), raw.get("instance_uuid"))
 
 
 def gpu(pci_address: str, vendor_id: str | None, device_id: str | None, index: int | None,
@@ -506,7 +510,8 @@ def gpu(pci_address: str, vendor_id: str | None, device_id: str | None, index: i
         mig_instances: tuple[MigInstance, ...], virtualization_mode: str | None,
         compute_capability: str | None, healthy: bool | None, health_reasons: Iterable[str],
         in_use: bool | None, in_use_source: str | None, vgpus_in_use: int | None,
-        fabric_clique: int | None, fabric_cluster: str | None) -> Gpu:
+        fabric_clique: int | None, fabric_cluster: str | None,
+        instance_uuid: str | None = None) -> Gpu:
     """A Gpu from a report GPU's values, the defaults of an agent report applied.
 
     Vendor ``10de`` and ``type-PCI`` when not given; health true unless said otherwise;
@@ -536,7 +541,7 @@ def gpu(pci_address: str, vendor_id: str | None, device_id: str | None, index: i
         healthy=True if healthy is None else bool(healthy),
         health_reasons=tuple(health_reasons), in_use=bool(in_use), in_use_source=used_by,
         vgpus_in_use=int(vgpus_in_use or 0), fabric_clique=fabric_clique,
-        fabric_cluster=fabric_cluster,
+        fabric_cluster=fabric_cluster, instance_uuid=instance_uuid,
     )
 
 

@@ -114,9 +114,11 @@ class SimHost:
         cells = tuple(replace(c, pinned_cpus=self.pinned[c.id],
                               memory_usage=self.cell_memory[c.id],
                               cpu_usage=self.cell_shared[c.id]) for c in self.base.cells)
+        holders = {gpu: uuid for uuid, a in self.allocations.items() for gpu in a.gpus}
         gpus = tuple(replace(g, in_use=g.pci_address in self.gpus_in_use,
                              in_use_source="placement",
-                             vgpus_in_use=self.vgpus[g.pci_address])
+                             vgpus_in_use=self.vgpus[g.pci_address],
+                             instance_uuid=holders.get(g.pci_address))
                      for g in self.base.gpus)
         return HostTopology(cells=cells, gpus=gpus, links=self.base.links)
 

@@ -8,11 +8,14 @@ The format (``etc/cortex/demo-fleet.yaml`` is the worked example)::
                     traits?: [str], inventories?: {RC: {total, reserved?, min_unit?,
                     max_unit?, step_size?, allocation_ratio?, used?}},
                     features?: {name: float}, cpu_features?: [str],
-                    instances?: [{uuid, project_id?, vm_state?, task_state?, cpu_busy?}],
+                    instances?: [{uuid, project_id?, vm_state?, task_state?, cpu_busy?,
+                                  flavor?: {original_name, vcpus, ram, disk, ephemeral?,
+                                            swap?, extra_specs?}}],
                     migrations?: [{uuid, instance_uuid?, source_host?, dest_host?, status,
                                   resources?: {RC: int}}],
                     failed_builds?: int, allowed_projects?: [str],
-                    topology?: {report: NAME | {...}, gpus_in_use?: [pci address],
+                    topology?: {report: NAME | {...},
+                                gpus_in_use?: [pci address] | {pci address: instance uuid},
                                 mig_in_use?: {pci address: [instance id]},
                                 cells?: {cell id: {pinned_cpus?, cpu_usage?, memory_usage_mb?,
                                                    hugepages?: {size_kb: {total?, used?}}}}}}]
@@ -25,7 +28,10 @@ The format (``etc/cortex/demo-fleet.yaml`` is the worked example)::
 
 The optional host and pool facts (features, cpu_features, instances, migrations,
 failed_builds, allowed_projects, resource_count) are what the syncers fill in
-production; see :class:`cortex.knowledge.view.HostState`.
+production; see :class:`cortex.knowledge.view.HostState`. Each instance is also a row
+of the ``servers`` table, as Nova's servers list would give it, with its ``flavor`` in
+Nova's embedded form (API >= 2.47) when given: the descheduler asks the pipelines where
+such an instance could move.
 
 An import replaces the whole knowledge snapshot in one transaction and bumps the
 knowledge version, so a bad file (rejected by the schema below) changes nothing.
@@ -33,7 +39,8 @@ knowledge version, so a bad file (rejected by the schema below) changes nothing.
 A host's ``topology`` stands in for what its cortex-agent would report: ``report`` is a
 ``TopologyReport`` document, or the name of one in the ``topology/`` folder next to the
 fleet file (``etc/cortex/topology/hgx-h100-8gpu.json``), then the host's own usage on top:
-GPUs taken by guests (``in_use_source: fleet``), MIG instances taken, and per NUMA cell
+GPUs taken by guests (``in_use_source: fleet``; a mapping names each GPU's instance),
+MIG instances taken, and per NUMA cell
 the pinned CPUs, shared vCPUs, memory used (MiB) and huge pages configured/used (a huge
 page total moves the 4 KiB page count with it).
 """
@@ -71,7 +78,17 @@ _INSTANCE = {
     "type": "object", "required": ["uuid"], "additionalProperties": False,
     "properties": {"uuid": {"type": "string"}, "project_id": _STR_OR_NULL,
                    "vm_state": _STR_OR_NULL, "task_state": _STR_OR_NULL,
-                   "cpu_busy": {"type": "number", "minimum": 0}},
+                   "cpu_busy": {"type": "number", "minimum": 0},
+                   "flavor": {
+                       "type": "object", "required": ["vcpus", "ram"],
+                       "additionalProperties": False,
+                       "properties": {"original_name": {"type": "string"},
+                                      "vcpus": {"type": "integer", "minimum": 1},
+                                      "ram": {"type": "integer", "minimum": 1},
+                                      "disk": _COUNT, "ephemeral": _COUNT, "swap": _COUNT,
+                                      "extra_specs": {"type": "object",
+                                                      "additionalProperties": {
+                                                          "type": "string"}}}}},
 }
 _MIGRATION = {
     "type": "object", "required": ["uuid", "status"], "additionalProperties": False,
@@ -84,7 +101,10 @@ _TOPOLOGY = {
     "type": "object", "required": ["report"], "additionalProperties": False,
     "properties": {
         "report": {"type": ["string", "object"]},
-        "gpus_in_use": {"type": "array", "items": {"type": "string"}},
+        "gpus_in_use": {"oneOf": [
+            {"type": "array", "items": {"type": "string"}},
+            {"type": "object", "additionalProperties": {"type": "string", "minLength": 1,
+                                                        "maxLength": 36}}]},
         "mig_in_use": {"type": "object", "additionalProperties": {
             "type": "array", "items": _COUNT}},
         "cells": {"type": "object", "propertyNames": {"pattern": "^[0-9]+$"},
@@ -174,7 +194,7 @@ def import_fleet(connection: Connection, fleet: Mapping[str, Any]) -> dict[str, 
     is the caller's). Returns row counts ``{"hosts", "aggregates", "storage_pools"}``.
     """
     for table in (models.ResourceInventory, models.ComputeNode, models.AggregateHost,
-                  models.Aggregate, models.StoragePool, models.HostTopology):
+                  models.Aggregate, models.StoragePool, models.HostTopology, models.Server):
         connection.execute(delete(table))
     for aggregate in fleet.get("aggregates", ()):
         _insert_aggregate(connection, aggregate)
@@ -187,12 +207,31 @@ def import_fleet(connection: Connection, fleet: Mapping[str, Any]) -> dict[str, 
                              bump=False)
             except (TopologyError, KeyError, ValueError) as exc:
                 raise FleetError(f"host {host['host']}: topology: {exc}") from None
+    servers = _server_rows(fleet.get("hosts", ()))
+    if servers:
+        connection.execute(insert(models.Server), servers)
     pools = [_pool_row(p) for p in fleet.get("storage_pools", ())]
     if pools:
         connection.execute(insert(models.StoragePool), pools)
     bump_version(connection)
     return {"hosts": len(fleet.get("hosts", ())), "aggregates": len(fleet.get("aggregates", ())),
             "storage_pools": len(pools)}
+
+
+def _server_rows(hosts) -> list[dict[str, Any]]:
+    """A ``servers`` row per instance (listed on several nodes of a host: its first node)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for host in hosts:
+        for item in host.get("instances", ()):
+            flavor = dict(item.get("flavor") or {})
+            rows.setdefault(item["uuid"], {
+                "uuid": item["uuid"], "host": host["host"],
+                "node": host.get("node") or host["host"], "status": "ACTIVE",
+                "vm_state": item.get("vm_state"), "task_state": item.get("task_state"),
+                "project_id": item.get("project_id"),
+                "availability_zone": host.get("availability_zone"),
+                "flavor_name": flavor.get("original_name"), "flavor": flavor})
+    return list(rows.values())
 
 
 def _insert_aggregate(connection: Connection, aggregate: Mapping[str, Any]) -> None:
@@ -220,7 +259,8 @@ def _insert_node(connection: Connection, host: Mapping[str, Any]) -> None:
         disabled_reason=host.get("disabled_reason"), traits=list(host.get("traits", ())),
         features=dict(host.get("features") or {}),
         cpu_features=list(host.get("cpu_features", ())),
-        instances=[dict(i) for i in host.get("instances", ())],
+        instances=[{k: v for k, v in i.items() if k != "flavor"}
+                   for i in host.get("instances", ())],
         migrations=[dict(m) for m in host.get("migrations", ())],
         failed_builds=host.get("failed_builds", 0),
         allowed_projects=list(host.get("allowed_projects", ())),
@@ -263,10 +303,12 @@ def topology_report(topology: Mapping[str, Any]) -> dict[str, Any]:
         raise FleetError(f"topology report {topology['report']!r} was not resolved")
     report = copy.deepcopy(dict(topology["report"]))
     gpus = {g["pci_address"]: g for g in report.get("gpus", ())}
-    for address in topology.get("gpus_in_use", ()):
+    in_use = topology.get("gpus_in_use") or ()
+    holders = in_use if isinstance(in_use, Mapping) else dict.fromkeys(in_use)
+    for address, holder in holders.items():
         if address not in gpus:
             raise FleetError(f"gpus_in_use: no GPU {address}")
-        gpus[address].update(in_use=True, in_use_source="fleet")
+        gpus[address].update(in_use=True, in_use_source="fleet", instance_uuid=holder)
     for address, ids in (topology.get("mig_in_use") or {}).items():
         instances = {i["id"]: i for i in ((gpus.get(address) or {}).get("mig") or {}).get(
             "instances", ())}

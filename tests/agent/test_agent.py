@@ -92,6 +92,8 @@ def test_passed_through_gpus_come_from_sysfs_and_are_in_use(tmp_path):
     held = gpus["0000:17:00.0"]
     assert held["driver"] == "vfio-pci" and held["index"] is None and held["uuid"] is None
     assert (held["in_use"], held["in_use_source"]) == (True, "agent")
+    # the QEMU process holding its VFIO group runs the Nova instance its -uuid names
+    assert held["instance_uuid"] == "00000000-0000-0000-0000-00000000001e"
     assert held["device_id"] == "20b5" and "not visible to NVML" in held["unsupported"][0]
     free = gpus["0000:b1:00.0"]
     assert free["in_use"] is False and free["uuid"].startswith("GPU-") and free["index"] == 0
