@@ -13,6 +13,14 @@ a catalog whose placement endpoint can be a real Placement server.
 A :class:`FakeCloud` holds the data as plain upstream-shaped dicts; tests change
 them between syncs. ``hold`` blocks a path until released (to kill a sync in the
 middle), ``fail`` answers 500 for a path prefix.
+
+Nova also moves servers, as its API does for an admin: ``os-migrateLive`` (a host
+given, not forced) and ``migrate`` (a host given: 2.56) answer 202 and start a
+migration record (``os-migrations``); the move ends after ``FakeCloud.move_reads``
+reads of the server (``GET /servers/<id>``): a live migration ACTIVE on the target, a
+cold one ``VERIFY_RESIZE`` there until ``confirmResize``. Servers named in
+``FakeCloud.refuse_moves`` are refused (400, Nova's "No valid host" answer) and those
+in ``failing_moves`` end back on their source with the migration in ``error``.
 """
 
 from __future__ import annotations
@@ -71,6 +79,11 @@ class FakeCloud:
     providers: list[dict] = field(default_factory=list)
     nova_max_microversion: str = "2.96"
     placement_url: str | None = None
+    # Moves (see the module doc): reads until a move ends, servers refused or failing.
+    move_reads: int = 1
+    refuse_moves: set[str] = field(default_factory=set)
+    failing_moves: set[str] = field(default_factory=set)
+    moving: dict[str, dict] = field(default_factory=dict)
 
     def add_compute_host(self, host: str, node: str | None = None, *, zone: str = "az-1",
                          node_uuid: str | None = None, status: str = "enabled",
@@ -320,6 +333,74 @@ def _build_app(fake: FakeOpenStack) -> Flask:
         return nova_answer(_page(rows, "servers", "/compute/v2.1/servers/detail",
                                  show=lambda s: _server_at(s, version)))
 
+    def find_server(server_id: str) -> dict | None:
+        return next((s for s in cloud.servers if s["id"] == server_id), None)
+
+    def not_found() -> Response:
+        return nova_answer({"itemNotFound": {"code": 404, "message": "Instance could not "
+                                                                    "be found."}}, 404)
+
+    @app.get("/compute/v2.1/servers/<server_id>")
+    def show_server(server_id):
+        server = find_server(server_id)
+        if server is None:
+            return not_found()
+        move = cloud.moving.get(server_id)
+        if move is not None and move["reads"] > 0:
+            move["reads"] -= 1
+            if move["reads"] == 0:
+                _end_move(cloud, server, move)
+        return nova_answer({"server": _server_at(server, nova_microversion())})
+
+    @app.post("/compute/v2.1/servers/<server_id>/action")
+    def server_action(server_id):
+        server = find_server(server_id)
+        if server is None:
+            return not_found()
+        body = request.get_json(force=True)
+        if "confirmResize" in body:
+            if server["status"] != "VERIFY_RESIZE":
+                return nova_answer({"conflictingRequest": {"code": 409, "message": (
+                    "Cannot 'confirmResize' instance while it is in vm_state "
+                    f"{server['OS-EXT-STS:vm_state']}")}}, 409)
+            server.update({"status": "ACTIVE", "OS-EXT-STS:vm_state": "active",
+                           "OS-EXT-STS:task_state": None, "updated": now_iso()})
+            cloud.moving.pop(server_id, None)["migration"]["status"] = "confirmed"
+            return Response(status=204)
+        kind = "live" if "os-migrateLive" in body else "cold" if "migrate" in body else None
+        if kind is None:
+            return nova_answer({"badRequest": {"code": 400, "message": "unknown action"}}, 400)
+        args = body.get("os-migrateLive") or body.get("migrate") or {}
+        if not args.get("host") or args.get("force"):
+            return nova_answer({"badRequest": {"code": 400, "message": (
+                "the fake takes only moves to a named host, not forced")}}, 400)
+        if server["OS-EXT-STS:task_state"] or server_id in cloud.moving:
+            return nova_answer({"conflictingRequest": {"code": 409, "message": (
+                "Cannot 'migrate' instance while it is in task_state "
+                f"{server['OS-EXT-STS:task_state']}")}}, 409)
+        if server_id in cloud.refuse_moves:
+            return nova_answer({"badRequest": {"code": 400, "message": (
+                "No valid host was found. There are not enough hosts available.")}}, 400)
+        migration = {"id": len(cloud.migrations) + 1, "uuid": str(uuidlib.uuid4()),
+                     "instance_uuid": server_id,
+                     "migration_type": "live-migration" if kind == "live" else "migration",
+                     "status": "running" if kind == "live" else "migrating",
+                     "source_compute": server["OS-EXT-SRV-ATTR:host"],
+                     "source_node": server["OS-EXT-SRV-ATTR:hypervisor_hostname"],
+                     "dest_compute": args["host"], "dest_node": args["host"],
+                     "dest_host": None, "old_instance_type_id": 1, "new_instance_type_id": 1,
+                     "project_id": server.get("tenant_id"), "user_id": server.get("user_id"),
+                     "created_at": now_iso(), "updated_at": now_iso()}
+        cloud.migrations.append(migration)
+        cloud.moving[server_id] = {"kind": kind, "target": args["host"],
+                                   "reads": cloud.move_reads, "migration": migration,
+                                   "fail": server_id in cloud.failing_moves}
+        server.update({"OS-EXT-STS:task_state": "migrating" if kind == "live"
+                       else "resize_migrating", "updated": now_iso()})
+        if kind == "cold":
+            server["status"] = "RESIZE"
+        return Response(status=202)
+
     @app.get("/compute/v2.1/flavors/detail")
     def list_flavors():
         version = nova_microversion()
@@ -501,6 +582,27 @@ def _hypervisor_at(hypervisor: dict, version: tuple[int, int]) -> dict:
                      running_vms=0, disk_available_least=3576)
         shown.pop("uptime", None)
     return shown
+
+
+def _end_move(cloud: FakeCloud, server: dict, move: dict) -> None:
+    """A move's end: on the target (live: ACTIVE; cold: VERIFY_RESIZE), or back (failing)."""
+    migration = move["migration"]
+    migration["updated_at"] = server["updated"] = now_iso()
+    if move["fail"]:
+        server.update({"status": "ACTIVE", "OS-EXT-STS:task_state": None})
+        migration["status"] = "error"
+        cloud.moving.pop(server["id"], None)
+        return
+    server.update({"OS-EXT-SRV-ATTR:host": move["target"],
+                   "OS-EXT-SRV-ATTR:hypervisor_hostname": move["target"],
+                   "OS-EXT-STS:task_state": None})
+    if move["kind"] == "live":
+        server["status"] = "ACTIVE"
+        migration["status"] = "completed"
+        cloud.moving.pop(server["id"], None)
+    else:
+        server.update({"status": "VERIFY_RESIZE", "OS-EXT-STS:vm_state": "resized"})
+        migration["status"] = "finished"
 
 
 def _server_at(server: dict, version: tuple[int, int]) -> dict:

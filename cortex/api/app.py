@@ -186,6 +186,7 @@ ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
     "/ui/decisions": {"GET": (ui.decisions_page, "reader")},
     "/ui/decisions/<decision_id>": {"GET": (ui.decision_page, "reader")},
     "/ui/pipelines": {"GET": (ui.pipelines_page, "reader")},
+    "/ui/descheduler": {"GET": (ui.descheduler_page, "reader")},
     "/ui/static/<path:name>": {"GET": (ui.static_file, "public")},
 }
 

@@ -317,6 +317,22 @@ def decision_page(decision_id: str):
                  document=json.dumps(document, indent=2, default=str))
 
 
+def descheduler_page():
+    """``GET /ui/descheduler``: the latest moves of cortex-descheduler, newest first."""
+    from cortex.store.moves import list_moves
+
+    try:
+        limit = min(max(int(request.args.get("limit", 100)), 1), 1000)
+    except ValueError:
+        raise ApiError(400, "limit must be an integer") from None
+    with current_app.extensions["cortex"].engine.connect() as connection:
+        moves = list_moves(connection, limit)
+    counts: dict[str, int] = {}
+    for move in moves:
+        counts[move["state"]] = counts.get(move["state"], 0) + 1
+    return _page("descheduler.html", moves=moves, counts=sorted(counts.items()), limit=limit)
+
+
 def pipelines_page():
     """``GET /ui/pipelines``: every pipeline's steps, options and multipliers; the rules."""
     pipelines = current_app.extensions["cortex"].pipelines

@@ -18,7 +18,7 @@ from cortex.knowledge.network import MetadataKeys, NetworkTopologyError, read_to
 from cortex.pipeline.config import PipelineConfigError, load_pipelines
 from cortex.pipeline.explain import explain, render_text
 from cortex.plugins.base import describe_options
-from cortex.plugins.registry import FILTERS, WEIGHERS, load_all
+from cortex.plugins.registry import DETECTORS, FILTERS, WEIGHERS, load_all
 from cortex.simulator.commitments import CommitmentInvalid
 from cortex.simulator.fleet import SimulationError
 from cortex.store.decisions import DecisionStore
@@ -81,17 +81,19 @@ def config_sample(conf: config.Config, args) -> int:
 
 
 def plugins_list(conf: config.Config, args) -> int:
-    """Every filter and weigher: name, kind, services; ``-f json|yaml`` add docs and options.
+    """Every filter, weigher and detector: name, kind, services; ``-f json|yaml`` add docs.
 
-    A row: ``{"name", "kind": "filter"|"weigher", "services": [str], "doc": str,
-    "options": [{"name", "type", "default"}]}``, filters first, each kind by name.
+    A row: ``{"name", "kind": "filter"|"weigher"|"detector", "services": [str], "doc":
+    str, "options": [{"name", "type", "default"}]}``, filters first, each kind by name
+    (a descheduler detector serves nova).
     """
     load_all()
-    rows = [{"name": name, "kind": kind, "services": list(cls.services),
+    rows = [{"name": name, "kind": kind, "services": list(getattr(cls, "services", ("nova",))),
              "doc": inspect.getdoc(sys.modules[cls.__module__]) or "",
              "options": [{"name": option, "type": type_name, "default": default}
                          for option, type_name, default in describe_options(cls)]}
-            for kind, table in (("filter", FILTERS), ("weigher", WEIGHERS))
+            for kind, table in (("filter", FILTERS), ("weigher", WEIGHERS),
+                                ("detector", DETECTORS))
             for name, cls in sorted(table.items())]
     emit(rows, ("name", "kind", "services"), args.format)
     return 0

@@ -233,7 +233,48 @@ class Weigher(Plugin[RequestT, StateT]):
         return [weigh(candidate, state) for candidate, state in hosts]
 
 
-def build_options(plugin: type[Plugin], raw: Mapping[str, Any] | None) -> Any:
+@dataclasses.dataclass(frozen=True, slots=True)
+class MoveCandidate:
+    """An instance a detector would move off its host, and why.
+
+    ``instance_uuid`` on ``host``; ``detector`` the detector's name; ``reason`` one line
+    for the operator and the move's record; ``score`` orders candidates (higher first;
+    the descheduler tries them in that order); ``gpus`` the passthrough GPUs it holds
+    there (PCI addresses; empty when none or unknown); ``frees_gpus`` how many GPUs of
+    whole free NVLink cells the move would win on ``host`` (0 when the detector does not
+    count cells).
+    """
+
+    instance_uuid: str
+    host: str
+    detector: str
+    reason: str
+    score: float = 0.0
+    gpus: tuple[str, ...] = ()
+    frees_gpus: int = 0
+
+
+class Detector:
+    """Finds instances worth moving: implement ``detect``.
+
+    The descheduler's plugin kind (issue 21), registered as filters and weighers are
+    (``@register``, or the ``cortex.detectors`` entry-point group). A detector reads
+    the knowledge view only, as filters do; where an instance could go is the
+    pipelines' answer, never the detector's. ``Options`` is its options dataclass.
+    """
+
+    name: ClassVar[str] = ""
+    Options: ClassVar[type] = NoOptions
+
+    def __init__(self, options: Any = None) -> None:
+        self.options = options if options is not None else self.Options()
+
+    def detect(self, view: KnowledgeView, now: Any) -> list[MoveCandidate]:
+        """The instances to move off their hosts in ``view`` at ``now`` (UTC datetime)."""
+        raise NotImplementedError
+
+
+def build_options(plugin: type[Plugin] | type[Detector], raw: Mapping[str, Any] | None) -> Any:
     """Validate ``raw`` (from pipelines.yaml) against ``plugin.Options``; raise OptionsError.
 
     Unknown keys and wrong types are errors; missing keys take the dataclass defaults.

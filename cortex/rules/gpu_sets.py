@@ -286,3 +286,25 @@ def can_place_connected(topology: HostTopology, count: int) -> bool:
         return len(free) >= count
     gpus = gpu_map(topology)
     return max(gpus.clique_sizes(gpus.mask(free), "nvlink"), default=0) >= count
+
+
+def whole_cell_gpus(topology: HostTopology, free: Iterable[str]) -> int:
+    """How many of the ``free`` GPUs (PCI addresses) lie in NVLink cells free as a whole.
+
+    A cell is a largest NVLink clique over the host's healthy passthrough GPUs; a GPU
+    counts when its cell among the free GPUs is as large as among all of them.
+    """
+    gpus = gpu_map(topology)
+    usable = gpus.mask(g.pci_address for g in topology.gpus if g.passthrough and g.healthy)
+    free_mask = gpus.mask(free) & usable
+    if not free_mask:
+        return 0
+    whole = gpus.clique_sizes(usable, "nvlink")
+    now = gpus.clique_sizes(free_mask, "nvlink")
+    return sum(1 for i in gpus.members(free_mask) if whole[i] > 1 and now[i] == whole[i])
+
+
+def free_gpus(topology: HostTopology) -> set[str]:
+    """The healthy passthrough GPUs no guest holds."""
+    return {g.pci_address for g in topology.gpus
+            if g.passthrough and g.healthy and not g.in_use}

@@ -108,7 +108,8 @@ def test_static_files_are_served(client):
     assert client.get("/ui/static/nope.css").status_code == 404
 
 
-@pytest.mark.parametrize("path", ["/ui", "/ui/decisions", "/ui/pipelines", "/ui/hosts/cmp0000"])
+@pytest.mark.parametrize("path", ["/ui", "/ui/decisions", "/ui/pipelines", "/ui/hosts/cmp0000",
+                                  "/ui/descheduler"])
 def test_dashboard_needs_the_reader_role(engine, database_url, path):
     conf = make_conf(**{"api.auth_strategy": "static", "database.connection": database_url,
                         "api.static_tokens": "ops:reader:r-token,hv:agent:a-token"})

@@ -46,7 +46,7 @@ def test_plugins_list_documents_every_plugin(capsys):
     assert manage.main(["plugins", "list"]) == 0
     out = capsys.readouterr().out
     for name in ("filter_status", "filter_has_enough_capacity", "weigher_binpack",
-                 "weigher_pool_free_capacity"):
+                 "weigher_pool_free_capacity", "detector_gpu_island"):
         assert name in out
     assert manage.main(["plugins", "list", "-f", "yaml"]) == 0
     assert "name: resource_weights" in capsys.readouterr().out
