@@ -22,6 +22,10 @@ Who a hold counts against, while its commitment is active:
   owner instance of another flavor on that host consumes a hold too (the promise is
   then under-kept, never over-counted), and while an owner instance that was already
   there when the hold was made is deleted, the holds count in full.
+- a hold follows its instance: the sync binds each consuming instance to its hold
+  (``instance_uuid``, :func:`cortex.store.commitments.follow_instances`); a bound hold
+  is consumed wherever Nova moves or resizes its instance, its host following it, and
+  is free again (on its last host) once the instance is gone.
 
 An expired (or not yet started) commitment holds nothing.
 """
@@ -39,7 +43,8 @@ from cortex.knowledge.reservations import Reservation
 class Hold:
     """One committed instance's room on ``host``: ``resources`` and predicted ``gpus``.
 
-    ``baseline``: the owner's instances on the host when the hold was made.
+    ``baseline``: the owner's instances on the host when the hold was made;
+    ``instance_uuid``: the owner's instance that took it (None while free).
     """
 
     id: str
@@ -48,6 +53,7 @@ class Hold:
     resources: Mapping[str, int]
     gpus: tuple[str, ...]
     baseline: int = 0
+    instance_uuid: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,16 +95,19 @@ def free_holds(commitment: Commitment, hosts: Mapping[str, object]) -> list[Hold
     """The holds of ``commitment`` its owner's instances have not consumed yet.
 
     ``hosts``: the synced view's host states (their ``instances`` with project ids).
-    Per host, each owner instance beyond the holds' ``baseline`` consumes one hold.
+    A hold bound to an instance is consumed; per host, each owner instance beyond the
+    free holds' ``baseline`` and not bound to a hold consumes one more.
     """
+    bound = {h.instance_uuid for h in commitment.holds if h.instance_uuid}
     by_host: dict[str, list[Hold]] = {}
     for hold in commitment.holds:
-        by_host.setdefault(hold.host, []).append(hold)
+        if not hold.instance_uuid:
+            by_host.setdefault(hold.host, []).append(hold)
     free = []
     for host, holds in by_host.items():
         state = hosts.get(host)
         owned = sum(1 for i in getattr(state, "instances", ())
-                    if i.project_id == commitment.project_id)
+                    if i.project_id == commitment.project_id and i.uuid not in bound)
         consumed = min(len(holds), max(0, owned - max(h.baseline for h in holds)))
         free.extend(holds[consumed:])
     return free

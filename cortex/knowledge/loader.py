@@ -107,7 +107,7 @@ def read_commitments(session: Session) -> tuple[Commitment, ...]:
     for row in session.execute(select(table).order_by(table.c.id)):
         holds.setdefault(row.commitment_id, []).append(Hold(
             row.id, row.commitment_id, row.host, MappingProxyType(dict(row.resources)),
-            tuple(row.gpus), row.baseline))
+            tuple(row.gpus), row.baseline, row.instance_uuid))
     table = models.Commitment.__table__
     return tuple(Commitment(
         row.id, row.project_id, row.availability_zone, row.vcpus, row.memory_mb, row.gpus,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert
+from sqlalchemy import Connection, delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from cortex.db import models
@@ -32,7 +32,8 @@ def save_commitment(connection: Connection, commitment: Commitment) -> None:
     if commitment.holds:
         connection.execute(insert(models.CommitmentHold.__table__), [{
             "id": h.id, "commitment_id": h.commitment_id, "host": h.host,
-            "resources": dict(h.resources), "gpus": list(h.gpus), "baseline": h.baseline}
+            "resources": dict(h.resources), "gpus": list(h.gpus), "baseline": h.baseline,
+            "instance_uuid": h.instance_uuid}
             for h in commitment.holds])
     bump_version(connection)
 
@@ -46,6 +47,79 @@ def delete_commitment(connection: Connection, commitment_id: str) -> bool:
             models.CommitmentHold.commitment_id == commitment_id))  # SQLite keeps no FKs
         bump_version(connection)
     return bool(gone)
+
+
+def follow_instances(connection: Connection) -> int:
+    """Keep each hold with the owner's instance that took it; how many holds changed.
+
+    From the synced ``servers`` (run by the nova sync in its transaction; the caller
+    moves the knowledge version):
+
+    - a bound hold whose instance Nova moved (live or cold migration, resize to another
+      host, evacuation) moves to the instance's host, with the GPUs the instance holds
+      there where the agent reports them, and the owner's unbound instances there as
+      its new ``baseline``;
+    - a bound hold whose instance is gone is free again, on its last host;
+    - on a host with free holds, the owner's instances bound to no hold, beyond the
+      holds' ``baseline`` (the owner's instances there when the hold was made), are
+      bound to them, newest first.
+
+    Why: counting instances per host (:func:`cortex.knowledge.commitments.free_holds`)
+    cannot tell a migrated instance from a new one; a bound hold can.
+    """
+    holds_table = models.CommitmentHold.__table__
+    owners = dict(connection.execute(select(models.Commitment.id, models.Commitment.project_id)
+                                      ).all())
+    if not owners:
+        return 0
+    servers_table = models.Server.__table__
+    servers = {row.uuid: row for row in connection.execute(select(
+        servers_table.c.uuid, servers_table.c.host, servers_table.c.project_id,
+        servers_table.c.created_at).where(servers_table.c.project_id.in_(set(owners.values()))))}
+    holds = connection.execute(select(holds_table).order_by(holds_table.c.id)).all()
+    bound = {h.instance_uuid for h in holds if h.instance_uuid}
+    changed = 0
+    for hold in holds:
+        if not hold.instance_uuid:
+            continue
+        server = servers.get(hold.instance_uuid)
+        if server is None:
+            connection.execute(update(holds_table).where(holds_table.c.id == hold.id)
+                               .values(instance_uuid=None))
+            bound.discard(hold.instance_uuid)
+            changed += 1
+        elif server.host and server.host != hold.host:
+            others = sum(1 for s in servers.values() if s.host == server.host
+                         and s.project_id == server.project_id and s.uuid not in bound)
+            connection.execute(update(holds_table).where(holds_table.c.id == hold.id).values(
+                host=server.host, gpus=_held_gpus(connection, server.host, server.uuid),
+                baseline=others))
+            changed += 1
+    free: dict[tuple[str, str], list[Any]] = {}
+    for hold in holds:
+        if not hold.instance_uuid:
+            free.setdefault((hold.commitment_id, hold.host), []).append(hold)
+    for (commitment_id, host), waiting in sorted(free.items()):
+        candidates = sorted((s for s in servers.values() if s.host == host
+                             and s.project_id == owners.get(commitment_id)
+                             and s.uuid not in bound),
+                            key=lambda s: (s.created_at is not None, s.created_at, s.uuid),
+                            reverse=True)
+        takers = candidates[:max(0, len(candidates) - max(h.baseline for h in waiting))]
+        for hold, server in zip(waiting, takers, strict=False):
+            connection.execute(update(holds_table).where(holds_table.c.id == hold.id)
+                               .values(instance_uuid=server.uuid))
+            bound.add(server.uuid)
+            changed += 1
+    return changed
+
+
+def _held_gpus(connection: Connection, host: str, instance_uuid: str) -> list[str]:
+    """The GPUs (PCI addresses) the agent of ``host`` reports ``instance_uuid`` holding."""
+    gpus, topologies = models.Gpu.__table__, models.HostTopology.__table__
+    return sorted(connection.execute(select(gpus.c.pci_address).join(
+        topologies, gpus.c.host_topology_id == topologies.c.id).where(
+        topologies.c.host == host, gpus.c.instance_uuid == instance_uuid)).scalars())
 
 
 def list_commitments(connection: Connection) -> tuple[Commitment, ...]:
@@ -70,4 +144,5 @@ def commitment_document(commitment: Commitment, hosts: Any, now: datetime) -> di
         "state": commitment.state(now),
         "in_use": len(commitment.holds) - len(free_holds(commitment, hosts)),
         "holds": [{"id": h.id, "host": h.host, "resources": dict(h.resources),
-                   "gpus": list(h.gpus)} for h in commitment.holds]}
+                   "gpus": list(h.gpus), "instance_uuid": h.instance_uuid}
+                  for h in commitment.holds]}

@@ -43,6 +43,8 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from cortex.db import models
+from cortex.store.commitments import follow_instances
+from cortex.sync.snapshot import TableCounts
 from cortex.sync.source import SyncContext
 
 GPU_CLASSES = ("PGPU", "VGPU")
@@ -200,6 +202,13 @@ def refresh_placement_features(ctx: SyncContext) -> None:
         features[(host, "gpu_devices_allocated")] = (
             float(sum(by_device.values())), "count", None)
     replace_features(ctx, "placement", features)
+
+
+def follow_commitments(ctx: SyncContext) -> None:
+    """Committed holds follow the owners' instances Nova moved (:mod:`cortex.store.commitments`)."""
+    changed = follow_instances(ctx.connection)
+    if changed:
+        ctx.count("commitment_holds", TableCounts(changed, changed, 0))
 
 
 def refresh_nova_features(ctx: SyncContext) -> None:

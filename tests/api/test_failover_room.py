@@ -77,3 +77,51 @@ def test_the_room_is_the_emptiest_host_of_each_zone_and_model(client):
 def test_options_outside_their_range_are_refused(options):
     with pytest.raises(OptionsError):
         build_options(FailoverRoomFilter, options)
+
+
+def test_room_sized_by_instances_keeps_as_few_hosts_as_any_one_host_needs():
+    from cortex.plugins.filters.failover_room import gpu_instances, kept_hosts
+    from cortex.request.nova import NovaRequest
+    from cortex.simulator.cloud import SimCloud
+    from cortex.simulator.fleet import read_fleet
+    from cortex.simulator.replay import request_body
+    from cortex.simulator.session import resolve_fleet
+    from cortex.simulator.trace import TraceRequest
+
+    fleet = read_fleet(resolve_fleet("hgx"))  # 16 HGX boards in az-1, 16 in az-2
+    cloud = SimCloud(fleet)
+    names = sorted(h for h in cloud.hosts if h.startswith("hgx-b"))
+
+    def claim(host, name, gpus):
+        request = NovaRequest.from_body(request_body(
+            TraceRequest(name, 0.0, None, gpus, 0, 8 * gpus, 8192 * gpus, 2 if gpus > 4 else 1),
+            [], {}, ""))
+        assert cloud.hosts[host].claim(name, request) is not None
+
+    # in az-2, every host but the last two holds one 8-GPU VM; one holds two 4-GPU VMs
+    for host in names[:-2]:
+        claim(host, f"vm-{host}", 8)
+    claim(names[-2], "vm-a", 4)
+    claim(names[-2], "vm-b", 4)
+    view = cloud.view()
+    assert gpu_instances(view.hosts[names[-2]]) == [4, 4]
+    assert gpu_instances(view.hosts[names[0]]) == [8]
+
+    def kept_in_az2(view, hosts, sized_by):
+        return sorted(h for h in kept_hosts(view, hosts, "gpu_model", sized_by)
+                      if h.startswith("hgx-b"))
+
+    # an 8-GPU VM needs a whole free board: the one empty board serves any one host
+    assert kept_in_az2(view, 3, "instances") == [names[-1]]
+    # az-1 runs nothing: nothing to evacuate, nothing kept there
+    assert len(kept_hosts(view, 3, "gpu_model", "instances")) == 1
+    # no board free: no number of hosts is enough, the cap is kept
+    claim(names[-1], "vm-c", 8)
+    assert len(kept_in_az2(cloud.view(), 3, "instances")) == 3
+    # sized by hosts: always the count asked for
+    assert len(kept_in_az2(view, 2, "hosts")) == 2
+
+
+def test_an_unknown_sizing_is_refused():
+    with pytest.raises(OptionsError, match="sized_by"):
+        build_options(FailoverRoomFilter, {"hosts": 1, "sized_by": "vibes"})

@@ -6,7 +6,11 @@ the ``hosts`` enabled, up hosts with the most free room (free GPUs, then free
 memory; ties by name) are kept for Nova evacuations (``evacuate`` intent, believed
 only when the body's flags back it: :func:`cortex.request.nova.intent_claims`): every
 other request is refused there. With hosts of one size, one host's worth of room
-per group is room to evacuate any one host of the group. Chosen again for every
+per group is room to evacuate any one host of the group. ``sized_by: instances``
+sizes the room from the instances instead: the fewest of the emptiest hosts (at most
+``hosts``) on which any one member's GPU instances fit, each whole on one kept host
+(first fit, largest first, over free GPUs; which instance holds a GPU is the agent's
+report, used GPUs of no known holder count as one instance). Chosen again for every
 knowledge version, from the synced view: as hosts fill and empty, the room moves to
 the emptiest. ``hosts: 0`` (the shipped pipelines' setting) keeps nothing and the step
 does not apply; Nova has no such filter, the reference implementation's failover
@@ -23,21 +27,29 @@ from cortex.plugins.registry import register
 from cortex.request import Candidate, NovaRequest
 
 GROUPINGS = ("gpu_model", "availability_zone")
+SIZINGS = ("hosts", "instances")
 
 
 @dataclass(frozen=True)
 class FailoverRoomOptions:
-    """``hosts`` kept per group (0: none), ``group_by`` gpu_model|availability_zone."""
+    """``hosts`` kept per group (0: none), ``group_by`` gpu_model|availability_zone.
+
+    ``sized_by``: ``hosts`` keeps exactly ``hosts`` hosts per group; ``instances`` keeps
+    the fewest (at most ``hosts``) that can take any one member's GPU instances.
+    """
 
     hosts: int = 0
     group_by: str = "gpu_model"
+    sized_by: str = "hosts"
 
     def __post_init__(self) -> None:
-        """Refuse a negative count or an unknown grouping."""
+        """Refuse a negative count, an unknown grouping or sizing."""
         if self.hosts < 0:
             raise ValueError("hosts must be >= 0")
         if self.group_by not in GROUPINGS:
             raise ValueError(f"group_by must be one of {', '.join(GROUPINGS)}")
+        if self.sized_by not in SIZINGS:
+            raise ValueError(f"sized_by must be one of {', '.join(SIZINGS)}")
 
 
 def _group(state: HostState, group_by: str) -> tuple[str, str] | None:
@@ -62,7 +74,48 @@ def _room(state: HostState) -> tuple[int, int]:
     return (sum(1 for g in gpus if not g.in_use), memory)
 
 
-def kept_hosts(view: KnowledgeView, hosts: int, group_by: str) -> dict[str, tuple[str, str]]:
+def gpu_instances(state: HostState) -> list[int]:
+    """The GPUs each instance holds on the host, largest first.
+
+    By the holder the agent reports per GPU; used GPUs of no known holder count as one
+    instance (the worst case: they must land together).
+    """
+    held: dict[str, int] = {}
+    unknown = 0
+    for gpu in state.topology.gpus if state.topology is not None else ():
+        if gpu.in_use and gpu.instance_uuid:
+            held[gpu.instance_uuid] = held.get(gpu.instance_uuid, 0) + 1
+        elif gpu.in_use:
+            unknown += 1
+    return sorted([*held.values(), *([unknown] if unknown else [])], reverse=True)
+
+
+def _fits(sizes: list[int], room: list[int]) -> bool:
+    """Whether instances of ``sizes`` GPUs fit, each whole, in hosts of ``room`` free GPUs.
+
+    First fit, largest first: the classic bin-packing heuristic.
+    """
+    free = sorted(room, reverse=True)
+    for size in sizes:
+        slot = next((i for i, r in enumerate(free) if r >= size), None)
+        if slot is None:
+            return False
+        free[slot] -= size
+    return True
+
+
+def _enough(members: list[HostState], count: int) -> bool:
+    """Whether the ``count`` emptiest members take any one member's GPU instances."""
+    kept = members[:count]
+    for evacuated in members:
+        room = [_room(s)[0] for s in kept if s is not evacuated]
+        if not _fits(gpu_instances(evacuated), room):
+            return False
+    return True
+
+
+def kept_hosts(view: KnowledgeView, hosts: int, group_by: str,
+               sized_by: str = "hosts") -> dict[str, tuple[str, str]]:
     """``{host: group}`` of the hosts kept for evacuations in ``view`` (see the module)."""
     groups: dict[tuple[str, str], list[HostState]] = {}
     for state in view.hosts.values():
@@ -72,7 +125,10 @@ def kept_hosts(view: KnowledgeView, hosts: int, group_by: str) -> dict[str, tupl
     kept = {}
     for group, members in groups.items():
         members.sort(key=lambda s: (tuple(-v for v in _room(s)), s.host))
-        for state in members[:hosts]:
+        count = hosts
+        if sized_by == "instances":
+            count = next((n for n in range(hosts + 1) if _enough(members, n)), hosts)
+        for state in members[:count]:
             kept[state.host] = group
     return kept
 
@@ -96,8 +152,9 @@ class FailoverRoomFilter(Filter[NovaRequest, HostState]):
     def bind(self, request: NovaRequest, view: KnowledgeView) -> FailoverRoomFilter:
         """A filter holding the kept hosts of ``view``'s knowledge version."""
         options = self.options
-        kept = view.root.derived(("failover-room", options.hosts, options.group_by),
-                                 lambda root: kept_hosts(root, options.hosts, options.group_by))
+        kept = view.root.derived(
+            ("failover-room", options.hosts, options.group_by, options.sized_by),
+            lambda root: kept_hosts(root, options.hosts, options.group_by, options.sized_by))
         return FailoverRoomFilter(options, kept)
 
     def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
