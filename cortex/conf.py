@@ -347,6 +347,20 @@ OPTIONS: tuple[Option, ...] = (
     Option("descheduler", "metrics_port", int, 9323,
            "Port of cortex-descheduler's /metrics server; 0: none.", minimum=0,
            maximum=65535),
+    Option("kubernetes", "nodes_from_reports", bool, False,
+           "Hosts whose cortex-agent reports but that Nova does not know are Kubernetes "
+           "nodes the extender (/scheduler/kubernetes/...) can place pods on; off: their "
+           "reports stay out of the knowledge."),
+    Option("kubernetes", "api_url", str, "",
+           "The Kubernetes API server the extender binds pods through (its bind verb), e.g. "
+           "https://kubernetes.default.svc. Empty: bind answers an error."),
+    Option("kubernetes", "token_file", str, "",
+           "A file holding the bearer token for the API server (a service account's "
+           "token, /var/run/secrets/kubernetes.io/serviceaccount/token in a pod)."),
+    Option("kubernetes", "ca_file", str, "",
+           "CA bundle that signs the API server's certificate; empty: the system's."),
+    Option("kubernetes", "timeout", float, 5.0,
+           "Seconds to wait for one API server call.", minimum=0.1),
     Option("prometheus", "url", str, "", "Prometheus HTTP API base URL for live load."),
     Option("prometheus", "queries_file", str, "",
            "PromQL queries mapped to host features (YAML). Empty: the "

@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from werkzeug.exceptions import HTTPException
 
 import cortex
-from cortex.api import commitments, ui
+from cortex.api import commitments, kubernetes, ui
 from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
 from cortex.api.freshness import (
@@ -33,6 +33,7 @@ from cortex.api.freshness import (
     sync_ages,
 )
 from cortex.api.guard import BodyGuard
+from cortex.api.kubernetes import KubernetesApi
 from cortex.api.metrics import ApiMetrics, KnowledgeCollector, ReservationFeedCollector
 from cortex.api.network import list_reservations, show_network_topology
 from cortex.api.scheduler import external
@@ -71,6 +72,8 @@ class Services:
     reservations: ReservationStore
     scheduler: SchedulerService
     parsers: dict[str, Callable[[Any], Any]] = field(default_factory=lambda: dict(PARSERS))
+    devices: DeviceCatalog | None = None
+    kubernetes: KubernetesApi | None = None
 
 
 def version_document():
@@ -167,6 +170,9 @@ ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
     "/scheduler/nova/external": {"POST": (partial(external, "nova"), "external")},
     "/scheduler/cinder/external": {"POST": (partial(external, "cinder"), "external")},
     "/scheduler/manila/external": {"POST": (partial(external, "manila"), "external")},
+    "/scheduler/kubernetes/filter": {"POST": (kubernetes.filter_nodes, "external")},
+    "/scheduler/kubernetes/prioritize": {"POST": (kubernetes.prioritize_nodes, "external")},
+    "/scheduler/kubernetes/bind": {"POST": (kubernetes.bind_pod, "external")},
     "/v1/decisions": {"GET": (list_decisions, "reader")},
     "/v1/decisions/<decision_id>": {"GET": (show_decision, "reader")},
     "/v1/topology/<host>": {"POST": (post_topology, "agent"), "GET": (show_topology, "reader")},
@@ -227,13 +233,15 @@ def create_app(conf: Config, engine: Engine | None = None,
                             on_unstorable=app_metrics.decisions_unstorable.inc,
                             on_queued=app_metrics.decision_queue_depth.inc)
     atexit.register(writer.close)
-    parsers = dict(PARSERS, nova=partial(NovaRequest.from_body, devices=device_catalog(conf)))
+    devices = device_catalog(conf)
+    parsers = dict(PARSERS, nova=partial(NovaRequest.from_body, devices=devices))
     knowledge = KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
                                conf.get("database", "max_knowledge_age"),
                                network_keys=MetadataKeys.from_conf(conf),
                                background=conf.get("database", "knowledge_background_reload"),
                                check_timeout=conf.get("database", "check_timeout"),
-                               max_retry=conf.get("database", "max_retry_interval"))
+                               max_retry=conf.get("database", "max_retry_interval"),
+                               kubernetes_nodes=conf.get("kubernetes", "nodes_from_reports"))
     app_metrics.add_scrape_collector(KnowledgeCollector(knowledge, partial(sync_ages, engine)))
     reservations = ReservationStore(engine, conf.get("database", "connect_timeout"),
                                     feed=conf.get("scheduler", "reservation_feed"),
@@ -245,7 +253,8 @@ def create_app(conf: Config, engine: Engine | None = None,
         conf=conf, engine=engine, knowledge=knowledge,
         pipelines=pipelines, validator=RequestValidator(load_openapi()), decisions=writer,
         decision_store=DecisionStore(engine), metrics=app_metrics, authorizer=authorizer,
-        reservations=reservations, scheduler=scheduler, parsers=parsers)
+        reservations=reservations, scheduler=scheduler, parsers=parsers, devices=devices,
+        kubernetes=KubernetesApi.from_conf(conf))
     for path, handlers in ROUTES.items():
         if any(policy not in POLICIES for _, policy in handlers.values()):
             raise ValueError(f"route {path}: unknown policy")

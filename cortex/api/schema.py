@@ -88,6 +88,8 @@ class RequestValidator:
         self._response = _validator(registry, _RESPONSE_POINTER, inlined)
         self._topology = _validator(registry, _TOPOLOGY_POINTER, inlined)
         self._commitment = _validator(registry, _COMMITMENT_POINTER, inlined)
+        self._kubernetes = {name: _validator(registry, f"/components/schemas/{name}", inlined)
+                            for name in ("ExtenderArgs", "ExtenderBindingArgs")}
         self._fast = {service: _compiled(document, _request_pointer(service))
                       for service in SERVICES}
 
@@ -141,6 +143,15 @@ class RequestValidator:
         Same message format as :meth:`errors`.
         """
         return _messages(self._commitment.iter_errors(body)) or poison_errors(body)
+
+    def extender_errors(self, schema: str, body: object) -> list[str]:
+        """Why ``body`` is not kube-scheduler's ``schema``; ``[]`` if it is.
+
+        ``schema``: ``ExtenderArgs`` or ``ExtenderBindingArgs``, the body's keys already in
+        the Go field names (:func:`cortex.request.kubernetes.canonical`). Same message
+        format as :meth:`errors`.
+        """
+        return _messages(self._kubernetes[schema].iter_errors(body)) or poison_errors(body)
 
 
 def name_error(name: str) -> str | None:

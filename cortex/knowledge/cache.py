@@ -52,6 +52,9 @@ class KnowledgeCache:
     view load at most :data:`LOAD_TIMEOUT`; a success marks the database up for the
     request path, a failure marks it down.
 
+    ``kubernetes_nodes``: report-only hosts join the view as Kubernetes nodes
+    (:func:`cortex.knowledge.loader.load_view`).
+
     ``background``: a daemon thread per worker process checks the version on its own
     schedule (every ``interval`` s, at least every :data:`MIN_PAUSE` s apart), with or
     without requests, so the knowledge age counts from the database and not from
@@ -67,8 +70,10 @@ class KnowledgeCache:
                  clock: Callable[[], float] = time.monotonic,
                  network_keys: MetadataKeys | None = None, background: bool = False,
                  check_timeout: float = 2.0, max_retry: float = MAX_BACKOFF,
-                 jitter: Callable[[], float] = random.random) -> None:
+                 jitter: Callable[[], float] = random.random,
+                 kubernetes_nodes: bool = False) -> None:
         self._engine = engine
+        self._kubernetes_nodes = kubernetes_nodes
         self._health = guard.health(engine) if isinstance(engine, Engine) else guard.Health()
         self._background = background
         self._network_keys = network_keys
@@ -231,7 +236,8 @@ class KnowledgeCache:
             if moved:
                 with guard.deadline(LOAD_TIMEOUT, probe=True, detach=True):
                     view = load_view(self._engine, previous=current,
-                                     network_keys=self._network_keys)
+                                     network_keys=self._network_keys,
+                                     kubernetes_nodes=self._kubernetes_nodes)
                 with self._progress:
                     self._view = view
                 LOG.info("knowledge view loaded: version %d, %d hosts",

@@ -47,7 +47,8 @@ def read_version(bind: Engine | Connection) -> int:
 
 
 def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None,
-              network_keys: MetadataKeys | None = None) -> KnowledgeView:
+              network_keys: MetadataKeys | None = None,
+              kubernetes_nodes: bool = False) -> KnowledgeView:
     """Read every knowledge table in one transaction and freeze the result.
 
     ``network_keys`` are the aggregate metadata keys of the network location
@@ -56,6 +57,9 @@ def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None,
     ``bind`` may be a Connection inside the caller's transaction (tests). Hosts whose
     topology report is still the one ``previous`` (the view being replaced) holds keep
     that HostTopology; only new or changed reports are read and built again.
+    ``kubernetes_nodes`` (``[kubernetes] nodes_from_reports``): hosts whose agent reports
+    but that Nova does not know join the hosts as Kubernetes nodes; otherwise their
+    reports stay out of the view.
 
     The garbage collector is paused while the view is built: the million objects of a
     10,000-host view would otherwise be traversed by the full collections their own
@@ -66,14 +70,14 @@ def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None,
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load_view(bind, previous, network_keys)
+        return _load_view(bind, previous, network_keys, kubernetes_nodes)
     finally:
         if enabled:
             gc.enable()
 
 
 def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
-               network_keys: MetadataKeys | None) -> KnowledgeView:
+               network_keys: MetadataKeys | None, kubernetes_nodes: bool) -> KnowledgeView:
     """:func:`load_view`, with the collector paused."""
     with Session(bind) as session, session.begin_nested() if isinstance(
             bind, Connection) else session.begin():
@@ -84,14 +88,15 @@ def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
             select(models.Aggregate).options(selectinload(models.Aggregate.hosts))).all()
         nodes = _nodes(session)
         pools = session.scalars(select(models.StoragePool)).all()
-        topologies = _topologies(session, {row.host for row in nodes}, nodes, previous)
+        topologies = _topologies(
+            session, None if kubernetes_nodes else {row.host for row in nodes}, nodes, previous)
         by_host = _aggregates_by_host(aggregates)
         stored = read_topologies(session)
         commitments = read_commitments(session)
         return KnowledgeView(
             version=int(version),
             loaded_at=datetime.now(UTC),
-            hosts=_hosts(nodes, by_host, topologies),
+            hosts=_hosts(nodes, by_host, topologies, kubernetes_nodes),
             pools=_pools(pools),
             network=build_topology(by_host, stored.get(SOURCE_FILE),
                                    network_keys or MetadataKeys(),
@@ -203,9 +208,9 @@ def _node(row: _NodeRow) -> NodeState:
                      row.cpu_arch, row.traits, row.inventories)
 
 
-def _topologies(session: Session, hosts: set[str], nodes,
+def _topologies(session: Session, hosts: set[str] | None, nodes,
                 previous: KnowledgeView | None) -> dict[str, HostTopology]:
-    """The HostTopology of each of ``hosts`` that has a report, reusing ``previous``'s.
+    """The HostTopology of each of ``hosts`` (None: all) with a report, reusing ``previous``'s.
 
     GPUs' ``in_use`` comes from the reports (agent or fleet), overridden by Placement's
     PCI and vGPU child providers (synced by cortex-sync) joined by PCI address with
@@ -214,7 +219,8 @@ def _topologies(session: Session, hosts: set[str], nodes,
     (Placement usage moves without a new report).
     """
     placement = _placement_gpu_usage(session, nodes)
-    times = {host: at for host, at in report_times(session).items() if host in hosts}
+    times = {host: at for host, at in report_times(session).items()
+             if hosts is None or host in hosts}
     kept: dict[str, HostTopology] = {}
     for host, at in times.items():
         state = previous.hosts.get(host) if previous is not None else None
@@ -258,8 +264,14 @@ def _placement_gpu_usage(session: Session, nodes) -> dict[str, dict[str, bool]]:
 
 
 def _hosts(nodes, aggregates: dict[str, list[Aggregate]],
-           topologies: dict[str, HostTopology] | None = None) -> MappingProxyType:
-    """Group node rows by host; a host is enabled/up only if all its nodes' services are."""
+           topologies: dict[str, HostTopology] | None = None,
+           kubernetes_nodes: bool = False) -> MappingProxyType:
+    """Group node rows by host; a host is enabled/up only if all its nodes' services are.
+
+    ``kubernetes_nodes``: a host whose cortex-agent reports but that Nova does not know is
+    a Kubernetes node (the extender's, :mod:`cortex.api.kubernetes`): enabled, up, one
+    node of its name with no Placement inventories, its topology the report.
+    """
     rows_by_host = defaultdict(list)
     for row in nodes:
         rows_by_host[row.host].append(row)
@@ -280,7 +292,34 @@ def _hosts(nodes, aggregates: dict[str, list[Aggregate]],
             **_host_facts(rows),
             topology=(topologies or {}).get(host),
         )
+    if kubernetes_nodes:
+        for host, topology in (topologies or {}).items():
+            if host not in hosts:
+                hosts[host] = _kubernetes_node(host, topology)
     return MappingProxyType(hosts)
+
+
+def _kubernetes_node(name: str, topology: HostTopology) -> HostState:
+    """The HostState of a Kubernetes node known only by its agent's report.
+
+    Its one node's VCPU and MEMORY_MB inventories are the report's CPUs and memory
+    (MiB) with the guests' usage, so the rules that weigh what feeds a GPU, and the
+    in-flight reservations of the pods bound there, count them as on a compute node.
+    """
+    cpus = sum(len(c.cpus) for c in topology.cells)
+    memory = sum(c.memory for c in topology.cells)
+    inventories = {}
+    if cpus:
+        inventories["VCPU"] = Inventory(cpus, max_unit=cpus, used=sum(
+            c.cpu_usage + len(c.pinned_cpus) for c in topology.cells))
+    if memory:
+        inventories["MEMORY_MB"] = Inventory(memory, max_unit=memory,
+                                             used=sum(c.memory_usage for c in topology.cells))
+    node = NodeState(name, name, None, None, None, frozenset(), MappingProxyType(inventories))
+    return HostState(host=name, availability_zone=None, enabled=True, up=True,
+                     disabled_reason=None, aggregates=(),
+                     nodes=MappingProxyType({name: node}), traits=frozenset(),
+                     topology=topology)
 
 
 def _host_facts(rows) -> dict:

@@ -272,7 +272,10 @@ class KnowledgeView:
             return value
 
     def states_for(self, service: str) -> Mapping[str, Any]:
-        """The states a service's candidates are looked up in (hosts or that service's pools)."""
-        if service == "nova":
+        """The states a service's candidates are looked up in (hosts or that service's pools).
+
+        Kubernetes nodes are hosts too: those whose agent reports but Nova does not know.
+        """
+        if service in ("nova", "kubernetes"):
             return self.hosts
         return self.pools.get(service, MappingProxyType({}))

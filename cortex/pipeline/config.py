@@ -36,7 +36,7 @@ from cortex.documents import check_document, load_document
 from cortex.plugins.base import Filter, OptionsError, Plugin, Weigher, build_options
 from cortex.plugins.registry import PluginError, load_all, lookup
 
-SERVICES = ("nova", "cinder", "manila")
+SERVICES = ("nova", "cinder", "manila", "kubernetes")
 _STEP = {
     "type": "object", "required": ["name"], "additionalProperties": False,
     "properties": {"name": {"type": "string"}, "options": {"type": ["object", "null"]},

@@ -66,8 +66,8 @@ class PlansGroups(Plugin[NovaRequest, HostState]):
         self.detail = plan.detail if plan else None
 
     def applies(self, request: NovaRequest) -> bool:
-        """Only for Nova requests that are part of a group or carry network hints."""
-        return request.service == "nova" and request.network.asks_anything
+        """Only for Nova requests and pods that are part of a group or carry network hints."""
+        return request.service in ("nova", "kubernetes") and request.network.asks_anything
 
     def bind(self, request: NovaRequest, view: KnowledgeView) -> Self:
         """A copy of this plugin holding the request's GroupPlan (None: no topology known)."""

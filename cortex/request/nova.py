@@ -154,7 +154,7 @@ class NovaRequest:
     unresolved_devices: tuple[str, ...] = ()
     network: NetworkPlacement = NetworkPlacement(None, 1, None, None, False, None)
     disbelieved_intent: str | None = None
-    service: str = field(default="nova", init=False)
+    service: str = "nova"
     pci_devices: tuple[DeviceRequest, ...] = field(init=False, repr=False, compare=False)
     vgpu_devices: tuple[DeviceRequest, ...] = field(init=False, repr=False, compare=False)
     gpu_count: int = field(init=False, repr=False, compare=False)
@@ -202,11 +202,12 @@ class NovaRequest:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any],
-                  devices: DeviceCatalog | None = None) -> NovaRequest:
+                  devices: DeviceCatalog | None = None, service: str = "nova") -> NovaRequest:
         """Parse a validated body; raises BadRequest for what the schema cannot express.
 
         ``devices`` resolves ``pci_passthrough:alias`` and ``accel:device_profile`` (the
-        ``[gpu]`` options); without it they stay unresolved.
+        ``[gpu]`` options); without it they stay unresolved. ``service``: ``kubernetes``
+        for a pod the extender put in Nova's terms (:mod:`cortex.request.kubernetes`).
         """
         spec = unwrap(body["spec"])
         flavor = _flavor(unwrap(spec.get("flavor")))
@@ -267,6 +268,7 @@ class NovaRequest:
             unresolved_devices=unresolved,
             network=network_placement(hints, num_instances, group, request_id,
                                       global_request_id),
+            service=service,
         )
 
 

@@ -24,6 +24,7 @@ from schemathesis import checks
 
 from cortex.api.app import create_app
 from cortex.api.schema import RequestValidator, load_openapi
+from cortex.request.kubernetes import canonical
 from tests.api.conftest import make_conf
 
 VALIDATOR = RequestValidator(load_openapi())
@@ -39,7 +40,12 @@ CASES = ([(p, m, schemathesis.GenerationMode.POSITIVE) for p, m in OPERATIONS]
 #: Operations whose documented 400 also covers rules beyond the schemas.
 RULES_BEYOND_SCHEMA = {"/scheduler/nova/external", "/scheduler/cinder/external",
                        "/scheduler/manila/external", "/v1/topology/{host}",
-                       "/v1/scheduler/{service}/simulate", "/v1/commitments"}
+                       "/v1/scheduler/{service}/simulate", "/v1/commitments",
+                       # the pod's quantities and hints, one of Nodes and NodeNames
+                       "/scheduler/kubernetes/filter", "/scheduler/kubernetes/prioritize"}
+EXTENDER_SCHEMAS = {"/scheduler/kubernetes/filter": "ExtenderArgs",
+                    "/scheduler/kubernetes/prioritize": "ExtenderArgs",
+                    "/scheduler/kubernetes/bind": "ExtenderBindingArgs"}
 CONFORMANCE = [checks.not_a_server_error, checks.status_code_conformance,
                checks.content_type_conformance, checks.response_schema_conformance,
                checks.negative_data_rejection]
@@ -60,7 +66,7 @@ def check(case, mode) -> None:
     text = response.text
     assert response.status_code < 500, (case.path, response.status_code, text[:300])
     assert "Traceback" not in text
-    if case.path.startswith("/scheduler/") and response.status_code == 200:
+    if case.path.endswith("/external") and response.status_code == 200:
         answer = json.loads(text)
         assert VALIDATOR.response_errors(answer) == []
         asked = {h["host"] for h in case.body["hosts"]}
@@ -72,7 +78,10 @@ def schema_valid_refused(case, detail: str) -> None:
     """A schema-valid request got a 400: only by a rule beyond the schemas."""
     assert case.path in RULES_BEYOND_SCHEMA, (case.path, case.query, detail)
     service = case.path.split("/")[2]
-    if case.path.startswith("/scheduler/"):
+    if case.path in EXTENDER_SCHEMAS:
+        assert VALIDATOR.extender_errors(EXTENDER_SCHEMAS[case.path],
+                                         canonical(case.body)) == [], detail
+    elif case.path.startswith("/scheduler/"):
         assert VALIDATOR.errors(service, case.body) == [], detail
     elif case.path == "/v1/topology/{host}":
         assert VALIDATOR.topology_errors(case.body) == [], detail

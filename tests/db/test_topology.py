@@ -156,6 +156,13 @@ def test_reports_from_hosts_nova_does_not_know_are_kept_out_of_the_view(
     assert post(topology_client, "not-a-compute-host", report).status_code == 200
     assert "not-a-compute-host" not in load_view(topology_engine).hosts
     assert topology_client.get("/v1/topology/not-a-compute-host").status_code == 200
+    # with [kubernetes] nodes_from_reports it is a Kubernetes node, sized by its report
+    node = load_view(topology_engine, kubernetes_nodes=True).hosts["not-a-compute-host"]
+    cpus = sum(len(c.cpus) for c in node.topology.cells)
+    assert node.enabled and node.up and node.availability_zone is None
+    assert node.all_nodes[0].inventories["VCPU"].total == cpus > 0
+    assert node.all_nodes[0].inventories["MEMORY_MB"].total == sum(
+        c.memory for c in node.topology.cells)
 
 
 def test_show_unknown_host_is_404(topology_client):

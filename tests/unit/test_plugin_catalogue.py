@@ -23,7 +23,7 @@ PIPELINE_NAMES = ("kvm-general-purpose-load-balancing", "kvm-hana-bin-packing",
                   "nova-baseline",
                   "vmware-general-purpose-load-balancing",
                   "vmware-hana-bin-packing", "cinder-external-scheduler",
-                  "manila-external-scheduler")
+                  "manila-external-scheduler", "kubernetes-gpu-topology-aware")
 
 
 def test_the_catalogue_is_complete():
@@ -62,7 +62,8 @@ def test_shipped_pipelines_are_the_issues_and_documented_in_the_readme():
         assert f"`{name}`" in section
     assert SHIPPED.defaults == {"nova": "kvm-general-purpose-load-balancing",
                                 "cinder": "cinder-external-scheduler",
-                                "manila": "manila-external-scheduler"}
+                                "manila": "manila-external-scheduler",
+                                "kubernetes": "kubernetes-gpu-topology-aware"}
 
 
 def test_plugins_list_shows_every_plugin_with_its_options(capsys):

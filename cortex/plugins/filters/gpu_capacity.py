@@ -33,6 +33,7 @@ class GpuCapacityFilter(Filter[NovaRequest, HostState]):
     """Remove hosts without enough free matching GPUs, PCI devices or vGPUs."""
 
     name = "filter_gpu_capacity"
+    services = ("nova", "kubernetes")
     Options = TopologyOptions
 
     def memo_key(self, request: NovaRequest) -> tuple:

@@ -26,6 +26,7 @@ class GpuHealthFilter(GpuCapacityFilter):
     """Remove hosts whose healthy free GPUs cannot serve the request."""
 
     name = "filter_gpu_health"
+    services = ("nova", "kubernetes")
 
     def _refusal(self, host: HostState, request: NovaRequest) -> str | None:
         """The first device request only unhealthy GPUs could serve, with their reasons."""

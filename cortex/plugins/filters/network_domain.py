@@ -29,6 +29,7 @@ class NetworkDomainFilter(PlansGroups, Filter[NovaRequest, HostState]):
     """Remove hosts outside the group's network domain (when hard) or below the bandwidth."""
 
     name = "filter_network_domain"
+    services = ("nova", "kubernetes")
     Options = NetworkDomainOptions
 
     def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:

@@ -40,6 +40,7 @@ class NumaTopologyFilter(Filter[NovaRequest, HostState]):
     """Remove hosts whose NUMA cells cannot hold the guest's."""
 
     name = "filter_numa_topology"
+    services = ("nova", "kubernetes")
     Options = TopologyOptions
 
     def memo_key(self, request: NovaRequest) -> tuple:

@@ -37,6 +37,7 @@ class PciNumaAffinityFilter(Filter[NovaRequest, HostState]):
     """Remove hosts where no NUMA placement of the guest has its PCI devices at hand."""
 
     name = "filter_pci_numa_affinity"
+    services = ("nova", "kubernetes")
     Options = TopologyOptions
 
     def memo_key(self, request: NovaRequest) -> tuple:

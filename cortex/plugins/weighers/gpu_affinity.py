@@ -61,6 +61,7 @@ class GpuAffinityWeigher(Weigher[NovaRequest, HostState]):
     """Quality of the GPU set the request gets on the host (0..1)."""
 
     name = "weigher_gpu_affinity"
+    services = ("nova", "kubernetes")
     Options = GpuAffinityOptions
 
     def memo_key(self, request: NovaRequest) -> tuple:

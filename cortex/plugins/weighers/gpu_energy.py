@@ -122,6 +122,7 @@ class GpuEnergyWeigher(Weigher[NovaRequest, HostState]):
     """Minus the grams of CO2 per hour one more busy GPU would emit on the host, scaled."""
 
     name = "weigher_gpu_energy"
+    services = ("nova", "kubernetes")
     Options = GpuEnergyOptions
     draws: ModelDraws | None = None
 

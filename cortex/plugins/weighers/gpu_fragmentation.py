@@ -97,6 +97,7 @@ class GpuFragmentationWeigher(Weigher[NovaRequest, HostState]):
     """Minus the fragmentation the request adds to the host, per GPU asked."""
 
     name = "weigher_gpu_fragmentation"
+    services = ("nova", "kubernetes")
     Options = GpuFragmentationOptions
 
     def memo_key(self, request: NovaRequest) -> tuple:

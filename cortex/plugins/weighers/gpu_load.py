@@ -57,6 +57,7 @@ class GpuLoadWeigher(Weigher[NovaRequest, HostState]):
     """Minus the weighted GPU load of the host (-1..0)."""
 
     name = "weigher_gpu_load"
+    services = ("nova", "kubernetes")
     host_only = True
     Options = GpuLoadOptions
 

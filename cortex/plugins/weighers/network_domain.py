@@ -27,6 +27,7 @@ class NetworkDomainWeigher(PlansGroups, Weigher[NovaRequest, HostState]):
     """The host's closeness to the group's domain (or spread, for distributed)."""
 
     name = "weigher_network_domain"
+    services = ("nova", "kubernetes")
     Options = NetworkDomainOptions
 
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:

@@ -51,6 +51,7 @@ class NumaLocalityWeigher(Weigher[NovaRequest, HostState]):
     """Free CPUs and memory on the NUMA nodes of the GPUs the request would take (0..1)."""
 
     name = "weigher_numa_locality"
+    services = ("nova", "kubernetes")
     Options = NumaLocalityOptions
 
     def memo_key(self, request: NovaRequest) -> tuple:
