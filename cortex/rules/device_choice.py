@@ -1,7 +1,9 @@
 """Which GPUs nova-compute hands a guest on the chosen host: a model of its PCI claim.
 
 Cortex chooses the host; the devices on it are chosen later by nova-compute when it
-claims the instance. The model follows Nova (2023.1) step by step:
+claims the instance. The model follows Nova step by step (the host cell order of
+2023.1, the PCI pools of 34.0; ``tests/differential/test_nova_claims.py`` compares it
+with Nova 34's own claim):
 
 1. NUMA cells (guests with a NUMA topology only): ``numa_fit_instance_to_host``
    (``nova/virt/hardware.py``) tries assignments of guest cells to host cells in
@@ -9,23 +11,24 @@ claims the instance. The model follows Nova (2023.1) step by step:
    the first that fits the CPUs and memory and leaves the PCI requests satisfiable
    under their ``numa_policy`` (:func:`cortex.rules.numa_fit.fit_cells` with the PCI
    check of :mod:`cortex.rules.pci_fit`).
-2. Device pools (:func:`cortex.rules.pci_fit.device_pools`): ``PciDeviceStats`` groups
-   free devices by ``vendor_id``, ``product_id``, ``dev_type`` and ``numa_node`` (sysfs'
-   node), in the order the first device of each pool was added; each pool keeps a list
-   of its devices.
+2. Device pools (:func:`cortex.rules.pci_fit.device_pools`): ``PciDeviceStats`` keys a
+   pool by ``vendor_id``, ``product_id``, ``dev_type``, ``numa_node`` (sysfs' node) and
+   the device's own PCI address, so each GPU is a pool, in the order the tracker first
+   saw it.
 3. The claim (:func:`cortex.rules.pci_fit.take_devices`, Nova's
    ``PciDeviceStats.consume_requests``, ``nova/pci/stats.py``): per PCI request, the
    pools matching one of its specs (PFs only when asked), narrowed to the guest's host
    cells by the NUMA policy (``_filter_pools_for_numa_cells``); devices are taken pool
-   after pool, each from the END of the pool's list (``pool['devices'].pop()``).
+   after pool, in that order.
 
 Where the prediction can be wrong:
 
-* Order inside a pool. nova-compute fills its lists from libvirt's node-device listing
-  at first start and from its database after a restart; a freed device is appended, so
-  it is the next one handed out (last in, first out). The knowledge view only says which
-  GPUs are free, so the model assumes PCI address order; a caller that tracks the real
-  order (the simulator does) passes it as ``order``.
+* The pools' order. nova-compute adds its devices from libvirt's node-device listing at
+  first start and from its database after a restart; a freed device goes back to its
+  own pool, in place. The knowledge view only says which GPUs are free, so the model
+  assumes PCI address order; a caller that knows another order passes it as ``order``.
+  Releases before per-device pools (grouped pools, a freed device handed out next)
+  claim differently.
 * PCI in Placement (``[filter_scheduler] pci_in_placement``, 2023.2+): Placement's
   allocation candidate names the device's provider and nova-compute follows it; the
   model does not see that choice.

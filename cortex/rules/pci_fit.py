@@ -153,29 +153,25 @@ def vgpu_refusal(topology: HostTopology, requests: Iterable[Any],
 
 def device_pools(topology: HostTopology, order: Mapping[str, int] | None = None
                  ) -> list[list]:
-    """``[[DevicePool, free count]]`` as nova-compute keeps them, pools in first-seen order.
+    """``[[DevicePool, free count]]`` as nova-compute keeps them: one pool per device.
 
-    Pools are keyed as Nova keys them (vendor, product, dev_type, sysfs NUMA node; not
-    health) and ordered by their first GPU's PCI address. A pool's ``addresses`` are its
-    free GPUs by ``order`` (position in nova-compute's list, default the address order):
-    the last one is taken first.
+    Nova (34.0, ``nova/pci/stats.py`` ``_create_pool_keys_from_dev``) keys a pool by the
+    device's vendor, product, dev_type and sysfs NUMA node *and its PCI address* (a
+    device is one Placement resource provider), so every GPU is a pool of its own; pools
+    stay in the order the tracker first saw their device (``order``: position in
+    nova-compute's device list, default the PCI address order, as at its first start),
+    and a freed device returns to its own pool, at that place.
     """
     position = order or {g.pci_address: i for i, g in enumerate(topology.gpus)}
     free = {g.pci_address for g in topology.free_gpus}
-    groups: dict[tuple, list] = {}
-    for gpu in topology.gpus:
-        if not gpu.passthrough:
-            continue
-        key = (gpu.vendor_id.lower(), (gpu.device_id or "").lower(), gpu.dev_type,
-               gpu.pci_numa_node)
-        groups.setdefault(key, []).extend([gpu.pci_address] if gpu.pci_address in free else [])
     pools = []
-    for (vendor, product, dev_type, node), addresses in groups.items():
-        members = tuple(sorted(addresses, key=lambda a: position.get(a, -1)))
-        pool = DevicePool(MappingProxyType({"vendor_id": vendor, "product_id": product,
-                                            "dev_type": dev_type.lower(), "numa_node": node}),
-                          node, dev_type, True, members)
-        pools.append([pool, len(members)])
+    for gpu in sorted((g for g in topology.gpus if g.passthrough and g.pci_address in free),
+                      key=lambda g: position.get(g.pci_address, -1)):
+        pool = DevicePool(MappingProxyType({
+            "vendor_id": gpu.vendor_id.lower(), "product_id": (gpu.device_id or "").lower(),
+            "dev_type": gpu.dev_type.lower(), "numa_node": gpu.pci_numa_node}),
+            gpu.pci_numa_node, gpu.dev_type, True, (gpu.pci_address,))
+        pools.append([pool, 1])
     return pools
 
 
@@ -189,6 +185,7 @@ def take_devices(topology: HostTopology, requests: Sequence[Any],
     """
     available = device_pools(topology, order)
     remaining = {id(entry[0]): list(entry[0].addresses) for entry in available}
+    # pools in order, each pool's devices from its end (``pool['devices'].pop()``)
     taken: list[str] = []
     for request in requests:
         wants_pf = any(s.get("dev_type") == "type-PF" for s in request.specs)

@@ -2,9 +2,9 @@
 
 Each :class:`SimHost` keeps what nova-compute and Placement keep for a compute node:
 the Placement usage per resource class, per NUMA cell the pinned CPUs, shared vCPU usage
-and memory of NUMA guests, the GPUs handed out, the vGPUs per GPU, and the order of the
-free GPUs in nova-compute's PCI pools (a freed GPU goes to the end of its pool and is
-handed out next). A claim (:meth:`SimHost.claim`) follows nova-compute's resource
+and memory of NUMA guests, the GPUs handed out and the vGPUs per GPU; nova-compute's PCI
+pools keep their first-seen (PCI address) order, a freed GPU returning to its own pool.
+A claim (:meth:`SimHost.claim`) follows nova-compute's resource
 tracker with :func:`cortex.rules.device_choice.predict_claim` as the PCI and NUMA
 model; it picks pinned CPUs core by core (siblings together, as Nova's ``prefer``
 thread policy does) and vGPUs on the first GPU with room (``vgpu_parent``). After
@@ -63,7 +63,6 @@ class SimHost:
         self.gpus_in_use: set[str] = set()
         self.vgpus = {g.pci_address: 0 for g in self.base.gpus}
         self.order = {g.pci_address: i for i, g in enumerate(self.base.gpus)}
-        self._appended = len(self.order)
         self.allocations: dict[str, Allocation] = {}
         self._state: HostState | None = None
 
@@ -208,9 +207,6 @@ class SimHost:
             self.gpus_in_use.update(allocation.gpus)
         else:
             self.gpus_in_use.difference_update(allocation.gpus)
-            for gpu in allocation.gpus:  # back to the end of its pool: handed out next
-                self.order[gpu] = self._appended
-                self._appended += 1
         self._state = None
 
 

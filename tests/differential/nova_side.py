@@ -64,6 +64,8 @@ def configure() -> None:
         aliases.append(json.dumps(alias))
     CONF([], project="nova", default_config_files=[])
     CONF.set_override("alias", aliases, group="pci")
+    CONF.set_override("device_spec", [json.dumps({"vendor_id": v, "product_id": p})
+                                      for _, v, p, _, _ in DEVICES], group="pci")
 
 
 # --------------------------------------------------------------------------- hosts
@@ -340,6 +342,46 @@ def nova_verdict(host: dict, spec: objects.RequestSpec) -> bool:
     return bool(numa._filter_one(state, spec) and pci._filter_one(state, spec))
 
 
+def nova_claim(host: dict, spec: objects.RequestSpec) -> list[str] | None:
+    """The PCI addresses nova-compute hands the instance on a fresh tracker of ``host``.
+
+    As the compute's claim does (``nova/compute/claims.py`` then
+    ``PciDevTracker.claim_instance``): the instance's NUMA cells fitted by
+    ``hardware.numa_fit_instance_to_host`` with the PCI requests and stats, then
+    ``PciDeviceStats.consume_requests`` on those cells. The free devices are added in
+    PCI address order, as the tracker adds them at start. ``[]`` without PCI requests;
+    None when the claim fails.
+    """
+    state = host_state(host)
+    stats = pci_stats.PciDeviceStats(state.numa_topology)
+    for g in sorted(host["report"]["gpus"], key=lambda g: g["pci_address"]):
+        if g.get("in_use") or g.get("mig"):
+            continue
+        stats.add_device(objects.PciDevice(
+            compute_node_id=1, address=g["pci_address"], vendor_id=g["vendor_id"],
+            product_id=g["device_id"], numa_node=g["pci_numa_node"], dev_type=g["dev_type"],
+            status="available", parent_addr=None, request_id=None, instance_uuid=None,
+            extra_info={}, dev_id=f"pci_{g['pci_address']}", label="label"))
+    requests = list(spec.pci_requests.requests) if spec.pci_requests else []
+    if not requests:
+        return []
+    cells = None
+    if spec.numa_topology:
+        limits = objects.NUMATopologyLimits(cpu_allocation_ratio=host["cpu_allocation_ratio"],
+                                            ram_allocation_ratio=host["ram_allocation_ratio"])
+        fitted = hardware.numa_fit_instance_to_host(
+            state.numa_topology, copy.deepcopy(spec.numa_topology), limits=limits,
+            pci_requests=requests, pci_stats=stats, provider_mapping=None)
+        if fitted is None:
+            return None
+        cells = fitted.cells
+    try:
+        devices = stats.consume_requests(requests, cells)
+    except exception.PciDeviceRequestFailed:
+        return None
+    return [d.address for d in devices] if devices else None
+
+
 def truth_verdict(host: dict, spec: objects.RequestSpec) -> bool:
     """Nova's rules without the order: any assignment of cells where every cell fits.
 
@@ -428,6 +470,7 @@ def judge(fleet: list[dict], specs: dict, image: dict, knobs: dict,
     return {"kind": "request", "id": knobs["id"], "specs": specs, "image": image,
             "knobs": knobs, "body": body_of(spec, knobs["intent"], names),
             "nova": {h["host"]: nova_verdict(h, spec) for h in chosen},
+            "claims": {h["host"]: nova_claim(h, spec) for h in chosen},
             "truth": {h["host"]: truth_verdict(h, spec) for h in chosen}}
 
 

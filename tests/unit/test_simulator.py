@@ -244,9 +244,9 @@ def test_metrics_of_a_hand_checked_micro_trace(micro, pipeline):
     d = {x.request_id: x for x in run.decisions}
     assert [x.host for x in run.decisions] == ["a100-000", "a100-000", None, "l40s-000",
                                                "l40s-000"]
-    assert d["r1"].devices == ("0000:31:00.0", "0000:17:00.0")       # node 0's pool, last first
-    assert d["r2"].devices == ("0000:ca:00.0", "0000:b1:00.0")
-    assert d["r5"].devices == ("0000:21:00.0", "0000:01:00.0")
+    assert d["r1"].devices == ("0000:17:00.0", "0000:31:00.0")       # node 0's, address order
+    assert d["r2"].devices == ("0000:b1:00.0", "0000:ca:00.0")
+    assert d["r5"].devices == ("0000:01:00.0", "0000:21:00.0")
     assert (run.placed, run.first_rejection, run.placed_before_first_rejection) == (4, 3, 2)
     assert run.multi_gpu == 3 and run.nvlink_share == 2 / 3           # r5 on PCIe only
     assert [d[r].nvlink_possible for r in ("r1", "r2", "r5")] == [True, True, False]
