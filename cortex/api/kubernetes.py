@@ -7,6 +7,9 @@ JSON tags, so keys are read case-insensitively and answered in the Go field name
 ``ExtenderArgs`` and ``ExtenderBindingArgs``. Every answer names only nodes it was
 offered, each once:
 
+- Node objects' labels join the knowledge: those that differ from what it holds are
+  stored (:mod:`cortex.store.kubernetes`), so the next view gives the node its labels
+  and its zone (``topology.kubernetes.io/zone``).
 - ``filter``: ``ExtenderArgs`` -> ``ExtenderFilterResult``. The pod goes through the
   ``kubernetes`` service's pipeline (chosen as Nova's are) over the offered nodes, as a
   call that promises nothing. Passing nodes come back as ``Nodes`` (a NodeList of the
@@ -37,15 +40,18 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import current_app, g, jsonify
+from sqlalchemy.exc import SQLAlchemyError
 
 from cortex.api.body import read_json_body
 from cortex.api.errors import ApiError
 from cortex.request.base import BadRequest
 from cortex.request.kubernetes import PodCall, canonical, node_refusal, parse_args, to_request
 from cortex.scheduler.service import LIVE, RunOptions, SchedulingFailed
+from cortex.store.kubernetes import remember_labels
 
 LOG = logging.getLogger(__name__)
 #: kube-scheduler's MaxExtenderPriority (extender/v1/types.go).
@@ -88,6 +94,34 @@ def _call() -> PodCall:
         raise ApiError(400, str(exc)) from None
 
 
+def _learn_labels(call: PodCall) -> None:
+    """Store the labels of offered nodes whose labels the knowledge does not hold yet.
+
+    Only nodes the knowledge has (reports of nodes Nova does not know, with ``[kubernetes]
+    nodes_from_reports``); one short transaction when any changed, nothing otherwise. A
+    failure is logged: the call goes on with the labels it was sent.
+    """
+    services = current_app.extensions["cortex"]
+    if not call.nodes or not services.conf.get("kubernetes", "nodes_from_reports"):
+        return
+    hosts = services.knowledge.view().hosts
+    changed = {}
+    for name, node in call.nodes.items():
+        labels = dict(((node.get("metadata") or {}).get("labels")) or {})
+        state = hosts.get(name)
+        if state is not None and not state.aggregates and dict(state.labels) != labels \
+                and state.all_nodes and state.all_nodes[0].hypervisor_type is None:
+            changed[name] = labels
+    if not changed:
+        return
+    try:
+        with services.engine.begin() as connection:
+            remember_labels(connection, changed, datetime.now(UTC))
+    except SQLAlchemyError as exc:
+        LOG.warning("kubernetes extender: node labels not stored: %s (request_id=%s)",
+                    type(exc).__name__, g.get("request_id"))
+
+
 def _judge(call: PodCall) -> tuple[Any, dict[str, str], dict[str, str]]:
     """``(decision, failed, unresolvable)``: the pipeline's run over the admitted nodes.
 
@@ -96,6 +130,7 @@ def _judge(call: PodCall) -> tuple[Any, dict[str, str], dict[str, str]]:
     SchedulingFailed when the scheduler cannot answer.
     """
     services = current_app.extensions["cortex"]
+    _learn_labels(call)
     unresolvable = {}
     for name, node in call.nodes.items():
         reason = node_refusal(call.pod, node)

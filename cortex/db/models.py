@@ -733,3 +733,17 @@ class DeschedulerMove(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False,
                                                  index=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class KubernetesNode(Base):
+    """A Kubernetes node's labels as the extender last saw them (revision 0010).
+
+    Written when kube-scheduler sends the Node object with labels that differ from the
+    knowledge's; the loader gives the node its zone and labels from them.
+    """
+
+    __tablename__ = "kubernetes_nodes"
+
+    name: Mapped[str] = mapped_column(String(253), primary_key=True)
+    labels: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from itertools import groupby
 from operator import itemgetter
@@ -96,13 +97,25 @@ def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
         return KnowledgeView(
             version=int(version),
             loaded_at=datetime.now(UTC),
-            hosts=_hosts(nodes, by_host, topologies, kubernetes_nodes),
+            hosts=_hosts(nodes, by_host, topologies, _kubernetes_labels(session)
+                         if kubernetes_nodes else None),
             pools=_pools(pools),
             network=build_topology(by_host, stored.get(SOURCE_FILE),
                                    network_keys or MetadataKeys(),
                                    stored.get(SOURCE_PROMETHEUS)),
             commitments=commitments,
         )
+
+
+#: The well-known label of a Kubernetes node's zone.
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+
+def _kubernetes_labels(session: Session) -> dict[str, dict[str, str]]:
+    """``{node: labels}`` the extender stored (:mod:`cortex.store.kubernetes`)."""
+    table = models.KubernetesNode.__table__
+    return {row.name: dict(row.labels or {}) for row in session.execute(
+        select(table.c.name, table.c.labels))}
 
 
 def read_commitments(session: Session) -> tuple[Commitment, ...]:
@@ -265,12 +278,12 @@ def _placement_gpu_usage(session: Session, nodes) -> dict[str, dict[str, bool]]:
 
 def _hosts(nodes, aggregates: dict[str, list[Aggregate]],
            topologies: dict[str, HostTopology] | None = None,
-           kubernetes_nodes: bool = False) -> MappingProxyType:
+           kubernetes_nodes: Mapping[str, Mapping[str, str]] | None = None) -> MappingProxyType:
     """Group node rows by host; a host is enabled/up only if all its nodes' services are.
 
-    ``kubernetes_nodes``: a host whose cortex-agent reports but that Nova does not know is
-    a Kubernetes node (the extender's, :mod:`cortex.api.kubernetes`): enabled, up, one
-    node of its name with no Placement inventories, its topology the report.
+    ``kubernetes_nodes`` (``{node: labels}``; None: none): a host whose cortex-agent
+    reports but that Nova does not know is a Kubernetes node (the extender's,
+    :mod:`cortex.api.kubernetes`), see :func:`_kubernetes_node`.
     """
     rows_by_host = defaultdict(list)
     for row in nodes:
@@ -292,19 +305,21 @@ def _hosts(nodes, aggregates: dict[str, list[Aggregate]],
             **_host_facts(rows),
             topology=(topologies or {}).get(host),
         )
-    if kubernetes_nodes:
+    if kubernetes_nodes is not None:
         for host, topology in (topologies or {}).items():
             if host not in hosts:
-                hosts[host] = _kubernetes_node(host, topology)
+                hosts[host] = _kubernetes_node(host, topology, kubernetes_nodes.get(host, {}))
     return MappingProxyType(hosts)
 
 
-def _kubernetes_node(name: str, topology: HostTopology) -> HostState:
-    """The HostState of a Kubernetes node known only by its agent's report.
+def _kubernetes_node(name: str, topology: HostTopology, labels: Mapping[str, str]
+                     ) -> HostState:
+    """The HostState of a Kubernetes node known by its agent's report and its labels.
 
-    Its one node's VCPU and MEMORY_MB inventories are the report's CPUs and memory
-    (MiB) with the guests' usage, so the rules that weigh what feeds a GPU, and the
-    in-flight reservations of the pods bound there, count them as on a compute node.
+    Enabled and up, in the zone of its ``topology.kubernetes.io/zone`` label. Its one
+    node's VCPU and MEMORY_MB inventories are the report's CPUs and memory (MiB) with the
+    guests' usage, so the rules that weigh what feeds a GPU, and the in-flight
+    reservations of the pods bound there, count them as on a compute node.
     """
     cpus = sum(len(c.cpus) for c in topology.cells)
     memory = sum(c.memory for c in topology.cells)
@@ -316,10 +331,10 @@ def _kubernetes_node(name: str, topology: HostTopology) -> HostState:
         inventories["MEMORY_MB"] = Inventory(memory, max_unit=memory,
                                              used=sum(c.memory_usage for c in topology.cells))
     node = NodeState(name, name, None, None, None, frozenset(), MappingProxyType(inventories))
-    return HostState(host=name, availability_zone=None, enabled=True, up=True,
-                     disabled_reason=None, aggregates=(),
+    return HostState(host=name, availability_zone=labels.get(ZONE_LABEL), enabled=True,
+                     up=True, disabled_reason=None, aggregates=(),
                      nodes=MappingProxyType({name: node}), traits=frozenset(),
-                     topology=topology)
+                     topology=topology, labels=MappingProxyType(dict(labels)))
 
 
 def _host_facts(rows) -> dict:

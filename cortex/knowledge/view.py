@@ -147,7 +147,8 @@ class HostState:
     (MigrationSummary, see there), ``failed_builds`` (Nova's count of recent build
     failures on the host, reset by a success) and ``allowed_projects`` (when not
     empty, the only projects the host may serve). ``topology`` is what the host's
-    cortex-agent reported (None: no report).
+    cortex-agent reported (None: no report); ``labels`` a Kubernetes node's labels, as
+    the extender last saw them (empty for Nova's hosts).
     """
 
     host: str
@@ -164,6 +165,7 @@ class HostState:
     migrations: tuple[MigrationSummary, ...] = ()
     failed_builds: int = 0
     allowed_projects: frozenset[str] = frozenset()
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
     topology: HostTopology | None = None
 
     all_nodes: tuple[NodeState, ...] = field(init=False, repr=False, compare=False)

@@ -127,6 +127,26 @@ def test_filter_with_node_objects_answers_a_node_list_in_the_upstream_casing(api
         "gpu-03": "node selector nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3 does not match"}
 
 
+def test_node_labels_join_the_knowledge_once(api, cluster):
+    client, _, app = api
+    knowledge = app.extensions["cortex"].knowledge
+    args = body("filter-nodes.json")
+    args["Nodes"]["items"][1]["metadata"]["labels"]["topology.kubernetes.io/zone"] = "az-2"
+    assert post(client, "filter", args)[0] == 200
+    knowledge.refresh(force=True)  # the background reload, now
+    view = knowledge.view()
+    assert view.hosts["gpu-00"].availability_zone == "az-1"
+    assert view.hosts["gpu-01"].availability_zone == "az-2"
+    assert view.hosts["gpu-00"].labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert view.hosts["gpu-04"].labels == {}  # not offered as an object yet
+    version = view.version
+    assert post(client, "filter", args)[0] == 200  # the same labels: nothing written
+    knowledge.refresh()
+    assert knowledge.view().version == version
+    with cluster[1].begin() as connection:
+        connection.exec_driver_sql("DELETE FROM kubernetes_nodes")
+
+
 def test_keys_are_read_as_go_reads_them_case_insensitively(api):
     client, _, _ = api
     args = body("filter-node-names.json")
