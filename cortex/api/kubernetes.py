@@ -48,6 +48,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from cortex.api.body import read_json_body
 from cortex.api.errors import ApiError
+from cortex.knowledge.loader import KUBERNETES
 from cortex.request.base import BadRequest
 from cortex.request.kubernetes import PodCall, canonical, node_refusal, parse_args, to_request
 from cortex.scheduler.service import LIVE, RunOptions, SchedulingFailed
@@ -109,8 +110,8 @@ def _learn_labels(call: PodCall) -> None:
     for name, node in call.nodes.items():
         labels = dict(((node.get("metadata") or {}).get("labels")) or {})
         state = hosts.get(name)
-        if state is not None and not state.aggregates and dict(state.labels) != labels \
-                and state.all_nodes and state.all_nodes[0].hypervisor_type is None:
+        if state is not None and state.all_nodes[0].hypervisor_type == KUBERNETES \
+                and dict(state.labels) != labels:
             changed[name] = labels
     if not changed:
         return

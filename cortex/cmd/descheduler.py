@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve(conf: config.Config, args: argparse.Namespace) -> int:
     """The pass or the loop of ``conf``; 0, or 1 when a move of ``--once`` failed."""
+    from cortex.cmd.manage import with_services
     from cortex.descheduler.config import limits, load_detectors
 
     setup_logging(conf)
@@ -56,28 +57,12 @@ def serve(conf: config.Config, args: argparse.Namespace) -> int:
     dry_run = conf.get("descheduler", "dry_run") if args.dry_run is None else args.dry_run
     if not dry_run:
         require_extra("sync", "openstack", "keystoneauth1")
-    app = _app(conf)
-    services = app.extensions["cortex"]
-    try:
+    def work(services) -> int:
         if args.once:
             return _once(conf, services, detectors, limits(conf), not dry_run, args.format)
         return _loop(conf, services, detectors, limits(conf), not dry_run)
-    finally:
-        services.decisions.close()
-        services.knowledge.close()
 
-
-def _app(conf: config.Config):
-    """The API's app for ``conf`` (its services: knowledge, scheduler, decision log)."""
-    from cortex.api.app import create_app
-
-    quiet = logging.getLogger("cortex.api.app")  # its warnings about authentication
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
-        return create_app(conf)
-    finally:
-        quiet.setLevel(level)
+    return with_services(conf, work)
 
 
 def _mover(conf: config.Config):

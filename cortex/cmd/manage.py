@@ -225,8 +225,12 @@ def _commitment_rows(documents: list[dict]) -> list[dict]:
     return rows
 
 
-def _with_services(conf: config.Config, work):
-    """``work(services)`` on the API's services (knowledge, scheduler) for ``conf``'s database."""
+def with_services(conf: config.Config, work):
+    """``work(services)`` on the API's services (knowledge, scheduler) for ``conf``'s database.
+
+    The services are closed (decision log flushed, knowledge checker stopped) after it;
+    cortex-descheduler runs its passes in it too.
+    """
     import logging
 
     from cortex.api.app import create_app
@@ -268,7 +272,7 @@ def commitments_create(conf: config.Config, args) -> int:
             raise CommandError(str(exc), 1) from None
         return commitment_document(made, services.knowledge.view().hosts, now)
 
-    document = _with_services(conf, work)
+    document = with_services(conf, work)
     emit(_commitment_rows([document]), COMMITMENT_COLUMNS, args.format, document)
     return 0
 

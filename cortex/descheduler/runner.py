@@ -27,7 +27,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from cortex.knowledge.view import KnowledgeView
 from cortex.plugins.base import Detector
 from cortex.scheduler.deschedule import Limits, Move, plan
-from cortex.store.moves import finish_move, forget_moves, read_history, record_moves, server_flavors
+from cortex.store.moves import (
+    finish_move,
+    forget_moves,
+    read_history,
+    record_moves,
+    server_flavors,
+    stored_state,
+)
 
 LOG = logging.getLogger(__name__)
 #: Moves are kept this long (the A -> B -> A check reads them).
@@ -148,9 +155,7 @@ def run_once(services: Any, detectors: Sequence[Detector], limits: Limits, execu
     report = RunReport(run_id, execute)
     nova = None
     for move, move_id in zip(moves, ids, strict=True):
-        state = move.state
-        if state == "planned":
-            state = "running" if execute else "proposed"
+        state = stored_state(move.state, execute)
         result = MoveResult(move, state, move.detail, move_id)
         report.results.append(result)
         if state == "running":

@@ -109,6 +109,8 @@ def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
 
 #: The well-known label of a Kubernetes node's zone.
 ZONE_LABEL = "topology.kubernetes.io/zone"
+#: The hypervisor type of a Kubernetes node's one node: what tells it from Nova's hosts.
+KUBERNETES = "kubernetes"
 
 
 def _kubernetes_labels(session: Session) -> dict[str, dict[str, str]]:
@@ -316,10 +318,11 @@ def _kubernetes_node(name: str, topology: HostTopology, labels: Mapping[str, str
                      ) -> HostState:
     """The HostState of a Kubernetes node known by its agent's report and its labels.
 
-    Enabled and up, in the zone of its ``topology.kubernetes.io/zone`` label. Its one
-    node's VCPU and MEMORY_MB inventories are the report's CPUs and memory (MiB) with the
-    guests' usage, so the rules that weigh what feeds a GPU, and the in-flight
-    reservations of the pods bound there, count them as on a compute node.
+    Enabled and up, in the zone of its ``topology.kubernetes.io/zone`` label, its one
+    node of hypervisor type :data:`KUBERNETES`. That node's VCPU and MEMORY_MB
+    inventories are the report's CPUs and memory (MiB) with the guests' usage, so the
+    rules that weigh what feeds a GPU, and the in-flight reservations of the pods bound
+    there, count them as on a compute node.
     """
     cpus = sum(len(c.cpus) for c in topology.cells)
     memory = sum(c.memory for c in topology.cells)
@@ -330,7 +333,7 @@ def _kubernetes_node(name: str, topology: HostTopology, labels: Mapping[str, str
     if memory:
         inventories["MEMORY_MB"] = Inventory(memory, max_unit=memory,
                                              used=sum(c.memory_usage for c in topology.cells))
-    node = NodeState(name, name, None, None, None, frozenset(), MappingProxyType(inventories))
+    node = NodeState(name, name, KUBERNETES, None, None, frozenset(), MappingProxyType(inventories))
     return HostState(host=name, availability_zone=labels.get(ZONE_LABEL), enabled=True,
                      up=True, disabled_reason=None, aggregates=(),
                      nodes=MappingProxyType({name: node}), traits=frozenset(),

@@ -24,6 +24,16 @@ _TABLE = models.DeschedulerMove.__table__
 MOVED_STATES = ("running", "completed")
 
 
+def stored_state(state: str, execute: bool) -> str:
+    """The state a planned move is stored in: ``running`` when executed, ``proposed`` if not.
+
+    Any other state (``proposed``, ``skipped``) is stored as it is.
+    """
+    if state == "planned":
+        return "running" if execute else "proposed"
+    return state
+
+
 def record_moves(connection: Connection, run_id: str, moves: Iterable[Any],
                  now: datetime, execute: bool) -> list[str]:
     """Insert ``moves`` (:class:`cortex.scheduler.deschedule.Move`); their row ids, in order.
@@ -33,9 +43,7 @@ def record_moves(connection: Connection, run_id: str, moves: Iterable[Any],
     """
     rows = []
     for move in moves:
-        state = move.state
-        if state == "planned":
-            state = "running" if execute else "proposed"
+        state = stored_state(move.state, execute)
         rows.append({"id": str(uuidlib.uuid4()), "run_id": run_id,
                      "instance_uuid": move.instance_uuid, "project_id": move.project_id,
                      "detector": move.detector, "reason": move.reason,

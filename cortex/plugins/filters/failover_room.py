@@ -104,14 +104,14 @@ def _fits(sizes: list[int], room: list[int]) -> bool:
     return True
 
 
-def _enough(members: list[HostState], count: int) -> bool:
-    """Whether the ``count`` emptiest members take any one member's GPU instances."""
-    kept = members[:count]
-    for evacuated in members:
-        room = [_room(s)[0] for s in kept if s is not evacuated]
-        if not _fits(gpu_instances(evacuated), room):
-            return False
-    return True
+def _enough(members: list[HostState], sizes: list[list[int]], count: int) -> bool:
+    """Whether the ``count`` emptiest members take any one member's GPU instances.
+
+    ``sizes[i]``: :func:`gpu_instances` of ``members[i]``.
+    """
+    room = [_room(s)[0] for s in members[:count]]
+    return all(_fits(wanted, [r for j, r in enumerate(room) if j != i])
+               for i, wanted in enumerate(sizes))
 
 
 def kept_hosts(view: KnowledgeView, hosts: int, group_by: str,
@@ -127,7 +127,8 @@ def kept_hosts(view: KnowledgeView, hosts: int, group_by: str,
         members.sort(key=lambda s: (tuple(-v for v in _room(s)), s.host))
         count = hosts
         if sized_by == "instances":
-            count = next((n for n in range(hosts + 1) if _enough(members, n)), hosts)
+            sizes = [gpu_instances(s) for s in members]
+            count = next((n for n in range(hosts + 1) if _enough(members, sizes, n)), hosts)
         for state in members[:count]:
             kept[state.host] = group
     return kept
