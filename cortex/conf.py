@@ -12,14 +12,14 @@ from __future__ import annotations
 import configparser
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 CONFIG_FILE_ENV = "CORTEX_CONFIG_FILE"
 #: The sources cortex-sync knows (``[sync] sources``).
-SYNC_SOURCES = ("nova", "placement", "cinder", "manila", "keystone", "prometheus")
+SYNC_SOURCES = ("nova", "placement", "cinder", "manila", "keystone", "prometheus", "forecast")
 #: Sections handed as they are to a library that declares its own options.
 PASSTHROUGH_SECTIONS = ("keystone_authtoken",)
 
@@ -36,7 +36,10 @@ class Option:
     type; ``help`` is the sample file's text. Constraints, checked at load:
     ``choices`` (the allowed values; for a ``list_of`` option, the allowed items),
     ``minimum``/``maximum`` (inclusive bounds of an int or float), ``list_of``
-    (the value is a comma-separated list whose items must be in ``choices``).
+    (the value is a comma-separated list whose items must be in ``choices``),
+    ``validate`` (a function of the value that raises ValueError, its message saying
+    why, for a form the others cannot express, e.g. :func:`zone_values`) with ``form``
+    saying in words what it accepts.
     """
 
     section: str
@@ -48,9 +51,13 @@ class Option:
     minimum: float | None = None
     maximum: float | None = None
     list_of: bool = False
+    validate: Callable[[Any], Any] | None = None
+    form: str | None = None
 
     def allowed(self) -> str:
         """What the option accepts, in words: ``one of keep, drop``, ``an int >= 1``."""
+        if self.form is not None:
+            return self.form
         if self.choices is not None:
             shown = ", ".join(repr(c) if c == "" else c for c in self.choices)
             return f"a comma-separated list of {shown}" if self.list_of else f"one of {shown}"
@@ -77,7 +84,40 @@ class Option:
             shown = value if not self.list_of else ", ".join(bad)
             raise ConfigError(f"[{self.section}] {self.name}: {shown!r} is not allowed; "
                               f"expected {self.allowed()}")
+        if self.validate is not None:
+            try:
+                self.validate(value)
+            except ValueError as exc:
+                raise ConfigError(f"[{self.section}] {self.name}: {value!r} is not allowed "
+                                  f"({exc}); expected {self.allowed()}") from None
         return value
+
+
+def zone_values(text: str) -> dict[str, float]:
+    """``{zone: number}`` of a per-zone option: ``az-a:120, az-b:380`` (empty: none).
+
+    Each comma-separated entry is ``ZONE:NUMBER`` (the last ``:`` splits), the zone not
+    empty and named once, the number finite and >= 0. Raises ValueError naming the
+    entry that is not.
+    """
+    values: dict[str, float] = {}
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        zone, colon, number = entry.rpartition(":")
+        zone = zone.strip()
+        if not colon or not zone:
+            raise ValueError(f"entry {entry!r} is not ZONE:NUMBER")
+        try:
+            value = float(number)
+        except ValueError:
+            raise ValueError(f"entry {entry!r}: {number.strip()!r} is not a number") from None
+        if not 0 <= value < float("inf"):
+            raise ValueError(f"entry {entry!r}: the number must be finite and >= 0")
+        if zone in values:
+            raise ValueError(f"zone {zone!r} is given twice")
+        values[zone] = value
+    return values
 
 
 def _default_database_url(environ: Mapping[str, str]) -> str:
@@ -274,16 +314,32 @@ OPTIONS: tuple[Option, ...] = (
            "Cyborg device profiles as JSON, [{name, groups: [{resources:PGPU: 1, "
            "trait:CUSTOM_GPU_PRODUCT_ID_2330: required}]}], to resolve a flavor's "
            "accel:device_profile."),
+    Option("energy", "carbon_intensity", str, "",
+           "Carbon intensity of the grid each availability zone draws from, in gCO2/kWh, "
+           "as comma-separated ZONE:GRAMS entries (az-a:120, az-b:380; zone 'none' for "
+           "hosts without one), for the zone metrics of /metrics. A zone whose hosts "
+           "carry the Prometheus feature carbon.intensity_g_per_kwh uses its mean "
+           "instead. (weigher_gpu_energy takes its own per pipeline.)",
+           validate=zone_values, form="comma-separated ZONE:GRAMS entries, GRAMS >= 0"),
+    Option("energy", "default_carbon_intensity", float, 400.0,
+           "gCO2/kWh of a zone neither Prometheus nor carbon_intensity knows.", minimum=0),
+    Option("energy", "export_hosts", bool, True,
+           "Export cortex_host_gpu_power_watts, one series per GPU host; turn it off for "
+           "huge fleets (the zone series stay)."),
     Option("sync", "interval", float, 60.0, "Default seconds between syncs of one source.",
            minimum=1),
     Option("sync", "sources", str, "",
            "Comma-separated sources cortex-sync runs, from nova, placement, cinder, manila, "
-           "keystone, prometheus. Empty: the five OpenStack sources, plus prometheus when "
-           "[prometheus] url is set.",
+           "keystone, prometheus, forecast. Empty: the five OpenStack sources, plus "
+           "prometheus when [prometheus] url is set.",
            choices=SYNC_SOURCES, list_of=True),
     *(Option("sync", f"{name}_interval", float, 0.0,
              f"Seconds between {name} syncs; 0: [sync] interval.", minimum=0)
       for name in ("nova", "placement", "cinder", "manila", "keystone", "prometheus")),
+    Option("sync", "forecast_interval", float, 3600.0,
+           "Seconds between two computations of the GPU demand forecasts (the forecast "
+           "source; not in the default sources: it needs the forecast extra, statsmodels).",
+           minimum=60),
     Option("sync", "jitter", float, 0.1,
            "Each wait is the interval times a random factor in [1 - jitter, 1 + jitter], "
            "so replicas and sources do not hit the APIs in lockstep.",
@@ -361,6 +417,17 @@ OPTIONS: tuple[Option, ...] = (
            "CA bundle that signs the API server's certificate; empty: the system's."),
     Option("kubernetes", "timeout", float, 5.0,
            "Seconds to wait for one API server call.", minimum=0.1),
+    Option("forecast", "horizon_days", float, 14.0,
+           "Days the GPU demand forecasts look ahead (cortex-sync's forecast source; "
+           "cortex-manage forecast --horizon overrides it).", minimum=1, maximum=90),
+    Option("forecast", "history_days", float, 90.0,
+           "Days of recorded GPU demand a forecast is fitted on.", minimum=1, maximum=730),
+    Option("forecast", "coverage", float, 0.8,
+           "Probability of the forecasts' prediction intervals (0.8: the 10th to the 90th "
+           "percentile).", minimum=0.5, maximum=0.99),
+    Option("forecast", "demand_retention_days", float, 400.0,
+           "GPU demand rows (one per GPU create decided) older than this are pruned by the "
+           "decision writer; keep it above history_days.", minimum=1),
     Option("prometheus", "url", str, "", "Prometheus HTTP API base URL for live load."),
     Option("prometheus", "queries_file", str, "",
            "PromQL queries mapped to host features (YAML). Empty: the "

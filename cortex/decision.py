@@ -228,7 +228,8 @@ class Decision:
     own ``req-`` id). A simulation carries ``simulated`` and the ``overrides`` it ran
     with. ``damaged`` says why a stored record could not be read whole (its steps and
     weights are then left out). ``weighing``: how the final weights were summed
-    (:data:`WEIGHINGS`, the pipeline's).
+    (:data:`WEIGHINGS`, the pipeline's). ``demand``: what a live GPU create asked for and
+    where it went (:func:`cortex.scheduler.demand.gpu_demand`), None for other calls.
     """
 
     service: str
@@ -256,6 +257,7 @@ class Decision:
     overrides: Mapping[str, Any] | None = None
     damaged: str | None = None
     weighing: str = "cortex"
+    demand: Mapping[str, Any] | None = None
 
     @property
     def weighers(self) -> tuple[StepResult, ...]:
@@ -293,6 +295,8 @@ class Decision:
             fields["pipeline"] = self.pipeline
         if self.weighing != "cortex":
             fields["weighing"] = self.weighing
+        if self.demand is not None:
+            fields["demand"] = dict(self.demand)
         return fields
 
     def _outcome(self) -> dict[str, Any]:
@@ -366,7 +370,8 @@ class Decision:
             status=record.get("status"), detail=record.get("detail"),
             api_request_id=record.get("api_request_id"),
             simulated=bool(record.get("simulated")), overrides=record.get("overrides"),
-            weighing=_weighing(record.get("weighing", "cortex")))
+            weighing=_weighing(record.get("weighing", "cortex")),
+            demand=_demand(record.get("demand")))
         if record.get("format") == COMPACT_FORMAT:
             finals = judged_weights(found)
         else:
@@ -384,6 +389,15 @@ class Decision:
             document, id=document.get("id"), outcome=document.get("outcome"),
             duration_ms=document.get("duration_ms"),
             created_at=datetime.fromisoformat(created) if isinstance(created, str) else created)
+
+
+def _demand(value: Any) -> Mapping[str, Any] | None:
+    """A record's GPU ``demand`` (a mapping), None when absent; TypeError when not a map."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise TypeError("demand is not an object")
+    return MappingProxyType(dict(value))
 
 
 def _weighing(value: Any) -> str:

@@ -338,6 +338,12 @@ class FakeNvml:
         ctypes.memmove(info.clusterUuid, uuid.UUID(fabric["cluster_uuid"]).bytes, 16)
         return pynvml.NVML_SUCCESS
 
+    def nvmlDeviceGetPowerUsage(self, handle):  # noqa: N802
+        self._check("nvmlDeviceGetPowerUsage", handle)
+        if "power_mw" not in self._gpu(handle):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return self._gpu(handle)["power_mw"]  # an unsigned int of milliwatts, as NVML's
+
     # -- NVLink and pairs
     def _links(self, handle) -> list[tuple[str, str]]:
         """``[(remote kind, remote pci)]`` per NVLink of a GPU."""

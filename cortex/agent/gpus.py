@@ -3,7 +3,7 @@
 A GPU bound to ``vfio-pci`` (passthrough) is invisible to NVML, so the device list
 comes from sysfs (vendor ``10de``, PCI class ``03xx``) and NVML adds what only it knows:
 UUID, name, memory, NUMA affinity, MIG, virtualisation mode, compute capability,
-health, NVLink and the PCIe topology between pairs. Every NVML call tolerates
+health, power draw, NVLink and the PCIe topology between pairs. Every NVML call tolerates
 ``NotSupported``/``NoPermission`` (and a function missing from an older nvidia-ml-py):
 the field stays null and the call is named in the GPU's ``unsupported`` list.
 
@@ -12,6 +12,12 @@ NUMA node of a GPU (``numa_node``, with ``numa_source``), first that answers:
 NVML's memory affinity with node scope, NVML's CPU affinity with node scope mapped to
 the cell holding those CPUs, then sysfs ``numa_node``. ``pci_numa_node`` is always the
 sysfs value, which is what libvirt and therefore Nova's PCI tracker see.
+
+Power (``power_watts``, watts as a float): ``nvmlDeviceGetPowerUsage``, which answers
+milliwatts for the board and its memory (NVML API reference, "Device Queries": the mean
+over one second on Ampere but GA100 and newer, the instantaneous draw on GA100 and
+older), read once per report. A GPU bound to ``vfio-pci`` (passed through to a guest)
+is invisible to NVML: its draw is null, as it is for a GPU that answers NotSupported.
 """
 
 from __future__ import annotations
@@ -148,7 +154,7 @@ def _gpu(session: NvmlSession, handle: Any, index: int,
     mode = call(unsupported, "nvmlDeviceGetVirtualizationMode", handle)
     affinity = _cpu_affinity(session, handle, unsupported)
     numa_node, source = _numa_node(session, handle, affinity, cells, unsupported)
-    gpu = {
+    gpu: dict[str, Any] = {
         "index": index,
         "uuid": _text(call(unsupported, "nvmlDeviceGetUUID", handle)),
         "name": _text(call(unsupported, "nvmlDeviceGetName", handle)),
@@ -164,10 +170,17 @@ def _gpu(session: NvmlSession, handle: Any, index: int,
         "compute_capability": f"{capability[0]}.{capability[1]}" if capability else None,
         "health": _health(session, handle, unsupported),
         "fabric": _fabric(session, handle, unsupported),
+        "power_watts": _power_watts(session, handle, unsupported),
         "_nvlinks": _nvlinks(session, handle),
     }
     gpu["unsupported"] = unsupported
     return gpu
+
+
+def _power_watts(session: NvmlSession, handle: Any, unsupported: list[str]) -> float | None:
+    """The GPU's power draw in watts (NVML answers milliwatts); None when it cannot say."""
+    milliwatts = session.call(unsupported, "nvmlDeviceGetPowerUsage", handle)
+    return int(milliwatts) / 1000.0 if milliwatts is not None else None
 
 
 def _cpu_affinity(session: NvmlSession, handle: Any, unsupported: list[str]) -> frozenset[int]:
@@ -361,7 +374,7 @@ def _nvml_less(address: str, sys_gpu: Mapping[str, Any]) -> dict:
             "numa_node": None, "numa_source": None, "cpu_affinity": None,
             "mig": {"mode": None, "pending": None, "instances": []},
             "virtualization_mode": None, "compute_capability": None,
-            "health": {"healthy": True, "reasons": []}, "fabric": None,
+            "health": {"healthy": True, "reasons": []}, "fabric": None, "power_watts": None,
             "unsupported": [f"not visible to NVML (driver {sys_gpu.get('driver') or 'none'})"]}
 
 

@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from werkzeug.exceptions import HTTPException
 
 import cortex
-from cortex.api import commitments, kubernetes, ui
+from cortex.api import commitments, forecasts, kubernetes, ui
 from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
 from cortex.api.freshness import (
@@ -34,7 +34,12 @@ from cortex.api.freshness import (
 )
 from cortex.api.guard import BodyGuard
 from cortex.api.kubernetes import KubernetesApi
-from cortex.api.metrics import ApiMetrics, KnowledgeCollector, ReservationFeedCollector
+from cortex.api.metrics import (
+    ApiMetrics,
+    EnergySettings,
+    KnowledgeCollector,
+    ReservationFeedCollector,
+)
 from cortex.api.network import list_reservations, show_network_topology
 from cortex.api.scheduler import external
 from cortex.api.schema import RequestValidator, load_openapi
@@ -51,6 +56,7 @@ from cortex.request import PARSERS, NovaRequest
 from cortex.request.devices import CatalogError, DeviceCatalog
 from cortex.scheduler.service import SchedulerService, SchedulerSettings
 from cortex.store.decisions import DecisionStore, DecisionWriter
+from cortex.store.demand import ForecastStore
 from cortex.store.reservations import ReservationStore
 
 LOG = logging.getLogger(__name__)
@@ -179,6 +185,7 @@ ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
     "/v1/decisions/<decision_id>/explanation": {"GET": (show_explanation, "reader")},
     "/v1/network-topology": {"GET": (show_network_topology, "reader")},
     "/v1/reservations": {"GET": (list_reservations, "reader")},
+    "/v1/forecasts": {"GET": (forecasts.list_forecasts, "reader")},
     "/v1/commitments": {"GET": (commitments.list_all, "admin"),
                         "POST": (commitments.create_commitment, "admin")},
     "/v1/commitments/<commitment_id>": {"GET": (commitments.show_commitment, "admin"),
@@ -231,7 +238,8 @@ def create_app(conf: Config, engine: Engine | None = None,
                             retention_days=conf.get("scheduler", "decision_retention_days"),
                             on_handled=app_metrics.decision_queue_depth.dec,
                             on_unstorable=app_metrics.decisions_unstorable.inc,
-                            on_queued=app_metrics.decision_queue_depth.inc)
+                            on_queued=app_metrics.decision_queue_depth.inc,
+                            demand_retention_days=conf.get("forecast", "demand_retention_days"))
     atexit.register(writer.close)
     devices = device_catalog(conf)
     parsers = dict(PARSERS, nova=partial(NovaRequest.from_body, devices=devices))
@@ -242,11 +250,13 @@ def create_app(conf: Config, engine: Engine | None = None,
                                check_timeout=conf.get("database", "check_timeout"),
                                max_retry=conf.get("database", "max_retry_interval"),
                                kubernetes_nodes=conf.get("kubernetes", "nodes_from_reports"))
-    app_metrics.add_scrape_collector(KnowledgeCollector(knowledge, partial(sync_ages, engine)))
+    app_metrics.add_scrape_collector(KnowledgeCollector(knowledge, partial(sync_ages, engine),
+                                                        EnergySettings.from_conf(conf)))
     reservations = ReservationStore(engine, conf.get("database", "connect_timeout"),
                                     feed=conf.get("scheduler", "reservation_feed"),
                                     limits=limits)
     app_metrics.add_scrape_collector(ReservationFeedCollector(reservations))
+    app_metrics.add_scrape_collector(forecasts.ForecastCollector(ForecastStore(engine).latest))
     scheduler = SchedulerService(pipelines, knowledge, SchedulerSettings.from_conf(conf),
                                  reservations, writer, app_metrics.scheduler)
     app.extensions["cortex"] = Services(

@@ -10,13 +10,14 @@ imports prometheus-client, which gunicorn.conf.py does.
 
 Scrape-time metrics come from :class:`KnowledgeCollector`, computed in the worker
 that answers the scrape: the age of its knowledge (``cortex_knowledge_age_seconds``)
-and the fleet KPIs of its view, computed once per knowledge version.
+and the fleet KPIs and GPU energy of its view, computed once per knowledge version.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,9 +25,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from cortex.conf import Config, zone_values
 from cortex.knowledge import kpis
 from cortex.knowledge.cache import KnowledgeCache, KnowledgeUnavailable
 from cortex.knowledge.commitments import free_holds
+from cortex.knowledge.energy import host_power, zone_energy
 from cortex.knowledge.view import KnowledgeView
 from cortex.scheduler.metrics import SchedulerMetrics
 
@@ -102,20 +105,48 @@ class ReservationFeedCollector:
                 "0: it reads them from the table on every call.", value=int(listening))
 
 
+@dataclass(frozen=True)
+class EnergySettings:
+    """The ``[energy]`` options the energy gauges are computed with.
+
+    ``intensities``: ``{availability zone: gCO2/kWh}`` (``carbon_intensity``);
+    ``default_intensity``: gCO2/kWh of the other zones; ``export_hosts``: whether the
+    per-host series are exported.
+    """
+
+    intensities: Mapping[str, float] = field(default_factory=dict)
+    default_intensity: float = 400.0
+    export_hosts: bool = True
+
+    @classmethod
+    def from_conf(cls, conf: Config) -> EnergySettings:
+        """The settings of ``conf``'s ``[energy]`` section (checked when it was loaded)."""
+        return cls(zone_values(conf.get("energy", "carbon_intensity")),
+                   conf.get("energy", "default_carbon_intensity"),
+                   conf.get("energy", "export_hosts"))
+
+
+
+
 class KnowledgeCollector:
     """Scrape-time metrics of a worker's KnowledgeCache and the KPIs of its view.
 
     ``cortex_knowledge_age_seconds{source="database"}``: seconds since the cache last
     read the knowledge version; ``sync_ages()`` adds one sample per sync source
-    (``placement``, ``nova``, ...: seconds since its last successful sync). KPI
-    families are computed once per view.
+    (``placement``, ``nova``, ...: seconds since its last successful sync). KPI and
+    energy families (:func:`energy_families`, with ``energy``, the ``[energy]``
+    settings) are computed once per view.
     """
 
     def __init__(self, cache: KnowledgeCache,
-                 sync_ages: Callable[[], list[tuple[str, float]]] = list) -> None:
+                 sync_ages: Callable[[], list[tuple[str, float]]] = list,
+                 energy: EnergySettings = EnergySettings()) -> None:
         self._cache = cache
         self._sync_ages = sync_ages
+        self._energy = energy
         self._kpis: tuple[KnowledgeView | None, list[Metric]] = (None, [])
+        self._energy_families: tuple[KnowledgeView | None, EnergySettings | None,
+                                     list[Metric]] = (None, None, [])
 
     def describe(self) -> list[Metric]:
         """Nothing up front: the families depend on the fleet (registry checks skip us)."""
@@ -142,7 +173,53 @@ class KnowledgeCollector:
         if self._kpis[0] is not view:
             self._kpis = (view, kpi_families(view))
         yield from self._kpis[1]
+        settings = self._energy
+        cached_view, cached_settings, families = self._energy_families
+        if cached_view is not view or cached_settings != settings:
+            families = energy_families(view, settings)
+            self._energy_families = (view, settings, families)
+        yield from families
         yield commitment_family(view, datetime.now(UTC))
+
+
+def energy_families(view: KnowledgeView, settings: EnergySettings) -> list[Metric]:
+    """GPU power and carbon gauges of ``view`` (see :mod:`cortex.knowledge.energy`).
+
+    ``cortex_host_gpu_power_watts{host, availability_zone, source}`` per host whose
+    power is known (only with ``settings.export_hosts``); per availability zone with a
+    GPU host: ``cortex_zone_carbon_intensity_grams_per_kwh{availability_zone, source}``,
+    and where some host's power is known ``cortex_zone_gpu_power_watts`` and
+    ``cortex_zone_carbon_emission_grams_per_hour`` (``{availability_zone}``).
+    """
+    families: list[Metric] = []
+    if settings.export_hosts:
+        host = GaugeMetricFamily(
+            "cortex_host_gpu_power_watts", "Power drawn by a host's GPUs, in watts: DCGM's "
+            "reading (source dcgm), else the sum of what its agent read from NVML (nvml).",
+            labels=["host", "availability_zone", "source"])
+        for state in view.hosts.values():
+            watts, source = host_power(state)
+            if watts is not None:
+                host.add_metric([state.host, kpis.zone_of(state), source or ""], watts)
+        families.append(host)
+    power = GaugeMetricFamily(
+        "cortex_zone_gpu_power_watts", "Power drawn by the GPUs of a zone's hosts whose power "
+        "is known, in watts.", labels=["availability_zone"])
+    intensity = GaugeMetricFamily(
+        "cortex_zone_carbon_intensity_grams_per_kwh", "Carbon intensity of a zone's grid in "
+        "gCO2/kWh: Prometheus' mean over its hosts (prometheus), [energy] carbon_intensity "
+        "(config) or default_carbon_intensity (default).", labels=["availability_zone", "source"])
+    emission = GaugeMetricFamily(
+        "cortex_zone_carbon_emission_grams_per_hour", "Grams of CO2 per hour the GPU power of "
+        "a zone emits at its carbon intensity (watts / 1000 * gCO2/kWh).",
+        labels=["availability_zone"])
+    for zone in zone_energy(view, settings.intensities, settings.default_intensity):
+        intensity.add_metric([zone.availability_zone, zone.intensity_source],
+                             zone.carbon_intensity)
+        if zone.power_watts is not None and zone.grams_per_hour is not None:
+            power.add_metric([zone.availability_zone], zone.power_watts)
+            emission.add_metric([zone.availability_zone], zone.grams_per_hour)
+    return [*families, power, intensity, emission]
 
 
 def commitment_family(view: KnowledgeView, now: datetime) -> GaugeMetricFamily:

@@ -132,6 +132,66 @@ def decisions_list(conf: config.Config, args) -> int:
     return 0
 
 
+FORECAST_COLUMNS = ("model", "availability_zone", "supply_gpus", "used_gpus",
+                    "demand_gpus_per_day", "forecast_gpus_per_day", "days_to_exhaustion",
+                    "days_to_exhaustion_pessimistic", "skill")
+
+
+def horizon(text: str) -> float:
+    """A horizon in days from ``14d``, ``36h``, ``2w`` or a number of days (argparse type)."""
+    units = {"h": 1 / 24, "d": 1.0, "w": 7.0}
+    raw, unit = (text[:-1], text[-1].lower()) if text and text[-1].lower() in units else (
+        text, "d")
+    try:
+        days = float(raw) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"horizon {text!r} is not a number of hours, days or weeks (36h, 14d, 2w)") from None
+    if not 1 / 24 <= days <= 90:
+        raise argparse.ArgumentTypeError(f"horizon {text!r} must be between 1h and 90d")
+    return days
+
+
+def forecast(conf: config.Config, args) -> int:
+    """Forecast GPU demand per model and zone, and the days until the GPUs run out.
+
+    Computed now from the decision log's GPU demand and the knowledge
+    (:func:`cortex.forecast.run.compute`); ``--store`` also replaces the stored forecasts
+    that ``GET /v1/forecasts`` and the metrics serve. Table columns:
+    :data:`FORECAST_COLUMNS` (``skill``: the backtest's skill against seasonal naive);
+    ``-f json|yaml`` prints the documents, with their series when ``--series``.
+    Needs the ``forecast`` extra (statsmodels).
+    """
+    require_extra("forecast", "statsmodels")
+    from cortex.forecast.plan import summary
+    from cortex.forecast.run import compute, settings_from_conf
+    from cortex.store.demand import ForecastStore
+
+    engine = make_engine(conf.database_url)
+    documents = compute(engine, settings_from_conf(conf, args.horizon))
+    if args.store:
+        ForecastStore(engine).replace(documents)
+    rows = [summary(d) | {"skill": (d["backtest"] or {}).get("skill")} for d in documents]
+    emit(rows, FORECAST_COLUMNS, args.format,
+         document=documents if args.series else [summary(d) for d in documents])
+    return 0
+
+
+def demand_generate(conf: config.Config, args) -> int:
+    """Write ``--days`` of synthetic GPU demand ending now (demo and tests only).
+
+    The streams of :data:`cortex.forecast.history.DEMO_STREAMS` (the demo fleet's models),
+    seeded by ``--seed``; prints how many rows were written.
+    """
+    from cortex.forecast.history import DEMO_STREAMS, generate
+    from cortex.store.demand import DemandStore
+
+    written = DemandStore(make_engine(conf.database_url)).add(
+        generate(DEMO_STREAMS, datetime.now(UTC), args.days, args.seed))
+    print(f"wrote {written} synthetic GPU demand rows over {args.days:g} days")
+    return 0
+
+
 def _utc(moment: datetime) -> str:
     """A time as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC; a time without a zone is UTC)."""
     if moment.tzinfo is not None:
@@ -481,6 +541,21 @@ def _network_parsers(sub) -> None:
 
 def _simulate_parser(sub) -> None:
     """The ``simulate`` sub-command's arguments."""
+    ahead = sub.add_parser("forecast", help="GPU demand forecasts and days to exhaustion")
+    ahead.add_argument("--horizon", type=horizon, default=None,
+                       help="how far ahead: 36h, 14d, 2w (default [forecast] horizon_days)")
+    ahead.add_argument("--store", action="store_true",
+                       help="also store them for GET /v1/forecasts and the metrics")
+    ahead.add_argument("--series", action="store_true",
+                       help="with -f json|yaml: include the hourly history and forecast")
+    add_format(ahead)
+    ahead.set_defaults(func=forecast)
+    demand = sub.add_parser("demand", help="recorded GPU demand").add_subparsers(
+        dest="action", required=True)
+    made = demand.add_parser("generate", help="write synthetic demand (demo and tests only)")
+    made.add_argument("--days", type=float, default=90.0)
+    made.add_argument("--seed", type=int, default=0)
+    made.set_defaults(func=demand_generate)
     sim = sub.add_parser("simulate", help="replay a GPU trace through pipelines (no database)")
     sim.add_argument("--fleet", action="append", required=True, metavar="FLEET",
                      help="fleet file, Alibaba node CSV, or shipped fleet (hgx, mixed); "

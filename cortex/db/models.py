@@ -260,7 +260,7 @@ class Gpu(Base):
 
     ``in_use`` says whether a guest holds it, ``in_use_source`` who said so (placement,
     agent or fleet), ``instance_uuid`` which Nova instance holds it passed through, when
-    known.
+    known, ``power_watts`` its draw when the report was collected (NVML), when known.
     """
 
     __tablename__ = "gpus"
@@ -295,6 +295,7 @@ class Gpu(Base):
     fabric_cluster: Mapped[str | None] = mapped_column(String(36))
     unsupported: Mapped[list] = mapped_column(JSONType, nullable=False)
     instance_uuid: Mapped[str | None] = mapped_column(String(36))
+    power_watts: Mapped[float | None] = mapped_column(Float)
     topology: Mapped[HostTopology] = relationship(back_populates="gpus")
     mig_instances: Mapped[list[MigInstance]] = relationship(
         back_populates="gpu", cascade="all, delete-orphan", order_by="MigInstance.instance_id")
@@ -747,3 +748,50 @@ class KubernetesNode(Base):
     name: Mapped[str] = mapped_column(String(253), primary_key=True)
     labels: Mapped[dict] = mapped_column(JSONType, nullable=False, default=dict)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
+class GpuDemand(Base):
+    """One live decision that asked for GPUs, as demand (revision 0011).
+
+    ``gpus``: whole GPUs over all instances of the call; ``vgpus``: vGPUs and MIG
+    instances. ``model``: the GPU model asked for (or placed on), ``any`` when the request
+    names none and nothing was placed. ``outcome``: ``placed`` or ``refused``;
+    ``power_delta_watts``: what the first host was expected to draw more (None when
+    refused). Kept ``[forecast] demand_retention_days``, longer than the decision log.
+    """
+
+    __tablename__ = "gpu_demand"
+
+    decision_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, index=True)
+    service: Mapped[str] = mapped_column(String(16), nullable=False)
+    model: Mapped[str] = mapped_column(String(255), nullable=False)
+    availability_zone: Mapped[str | None] = mapped_column(String(255))
+    gpus: Mapped[int] = mapped_column(Integer, nullable=False)
+    vgpus: Mapped[int] = mapped_column(Integer, nullable=False)
+    outcome: Mapped[str] = mapped_column(String(16), nullable=False)
+    host: Mapped[str | None] = mapped_column(String(255))
+    power_delta_watts: Mapped[float | None] = mapped_column(Float)
+
+
+class GpuForecast(Base):
+    """The latest demand forecast of one GPU model in one availability zone (rev. 0011).
+
+    ``document`` holds the series (history, forecast points with their interval, the
+    projected GPUs in use) and the backtest, as ``GET /v1/forecasts`` answers them.
+    """
+
+    __tablename__ = "gpu_forecasts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    computed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    model: Mapped[str] = mapped_column(String(255), nullable=False)
+    availability_zone: Mapped[str | None] = mapped_column(String(255))
+    horizon_hours: Mapped[int] = mapped_column(Integer, nullable=False)
+    supply_gpus: Mapped[int] = mapped_column(Integer, nullable=False)
+    used_gpus: Mapped[int] = mapped_column(Integer, nullable=False)
+    days_to_exhaustion: Mapped[float | None] = mapped_column(Float)
+    days_to_exhaustion_pessimistic: Mapped[float | None] = mapped_column(Float)
+    method: Mapped[str] = mapped_column(String(128), nullable=False)
+    document: Mapped[dict] = mapped_column(JSONType, nullable=False)

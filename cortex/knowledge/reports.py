@@ -183,16 +183,17 @@ def _gpus(bind: Connection | Session, reports: Any, parse: TextParser,
         c.dev_type, c.driver, c.memory_mb, c.numa_node, c.numa_source, c.pci_numa_node,
         c.cpu_affinity, c.mig_mode, c.virtualization_mode, c.compute_capability, c.healthy,
         cast(c.health_reasons, Text), c.in_use, c.in_use_source, c.vgpus_in_use,
-        c.fabric_clique, c.fabric_cluster, c.instance_uuid], [c.pci_address], reports)
+        c.fabric_clique, c.fabric_cluster, c.instance_uuid, c.power_watts], [c.pci_address],
+        reports)
 
     def build(row: tuple) -> Any:
         (row_id, address, vendor, device, index, uuid, name, dev_type, driver, memory,
          node, source, pci_node, affinity, mig_mode, virtualization, capability, healthy,
-         reasons, in_use, in_use_source, vgpus, clique, cluster, holder) = row
+         reasons, in_use, in_use_source, vgpus, clique, cluster, holder, watts) = row
         return gpu(address, vendor, device, index, uuid, name, dev_type, driver, memory, node,
                    source, pci_node, affinity, mig_mode, migs.get(row_id, ()), virtualization,
                    capability, healthy, parse(reasons), in_use, in_use_source, vgpus, clique,
-                   cluster, holder)
+                   cluster, holder, watts)
 
     return {report_id: tuple(sorted(found, key=lambda g: g.pci_address))
             for report_id, found in _grouped(rows, build).items()}
@@ -296,7 +297,7 @@ def _gpu_document(g: Any) -> dict[str, Any]:
         "in_use": g.in_use, "in_use_source": g.in_use_source, "vgpus_in_use": g.vgpus_in_use,
         "fabric": None if g.fabric_clique is None and g.fabric_cluster is None else {
             "clique_id": g.fabric_clique, "cluster_uuid": g.fabric_cluster},
-        "unsupported": list(g.unsupported), "_gpu_id": g.id,
+        "power_watts": g.power_watts, "unsupported": list(g.unsupported), "_gpu_id": g.id,
     } | ({"instance_uuid": g.instance_uuid} if g.instance_uuid else {})
 
 

@@ -133,6 +133,9 @@ class Gpu:
     ``instance_uuid`` is the Nova instance that holds it passed through, where the agent
     (the QEMU process holding its VFIO group), the fleet file or the simulator knows it;
     no rule reads it (it is not part of the topology's state), the descheduler does.
+    ``power_watts`` is the draw NVML reported with the topology (watts; None when not
+    known); not part of the topology's state either: read by
+    :mod:`cortex.knowledge.energy`.
     """
 
     pci_address: str
@@ -160,6 +163,7 @@ class Gpu:
     fabric_clique: int | None = None
     fabric_cluster: str | None = None
     instance_uuid: str | None = field(default=None, compare=False)
+    power_watts: float | None = field(default=None, compare=False)
 
     @property
     def passthrough(self) -> bool:
@@ -500,7 +504,7 @@ def _gpu(raw: Mapping[str, Any]) -> Gpu:
         raw.get("virtualization_mode"), raw.get("compute_capability"),
         health.get("healthy", True), health.get("reasons", ()), raw.get("in_use"),
         raw.get("in_use_source"), raw.get("vgpus_in_use"), fabric.get("clique_id"),
-        fabric.get("cluster_uuid"), raw.get("instance_uuid"))
+        fabric.get("cluster_uuid"), raw.get("instance_uuid"), raw.get("power_watts"))
 
 
 def gpu(pci_address: str, vendor_id: str | None, device_id: str | None, index: int | None,
@@ -511,7 +515,7 @@ def gpu(pci_address: str, vendor_id: str | None, device_id: str | None, index: i
         compute_capability: str | None, healthy: bool | None, health_reasons: Iterable[str],
         in_use: bool | None, in_use_source: str | None, vgpus_in_use: int | None,
         fabric_clique: int | None, fabric_cluster: str | None,
-        instance_uuid: str | None = None) -> Gpu:
+        instance_uuid: str | None = None, power_watts: float | None = None) -> Gpu:
     """A Gpu from a report GPU's values, the defaults of an agent report applied.
 
     Vendor ``10de`` and ``type-PCI`` when not given; health true unless said otherwise;
@@ -542,6 +546,7 @@ def gpu(pci_address: str, vendor_id: str | None, device_id: str | None, index: i
         health_reasons=tuple(health_reasons), in_use=bool(in_use), in_use_source=used_by,
         vgpus_in_use=int(vgpus_in_use or 0), fabric_clique=fabric_clique,
         fabric_cluster=fabric_cluster, instance_uuid=instance_uuid,
+        power_watts=None if power_watts is None else float(power_watts),
     )
 
 

@@ -42,6 +42,7 @@ from cortex.pipeline.engine import PipelineResult, StepFailed, run_pipeline
 from cortex.pipeline.memo import DEFAULT_LIMIT as DEFAULT_MEMO_LIMIT
 from cortex.request import NovaRequest, SchedulingRequest
 from cortex.rules.gpu_sets import can_place_connected
+from cortex.scheduler.demand import energy_options, gpu_demand
 from cortex.scheduler.metrics import SchedulerMetrics
 from cortex.scheduler.promise import STEP as PROMISE_STEP
 from cortex.scheduler.promise import promise_first, promises
@@ -227,12 +228,14 @@ class SchedulerService:
             raise SchedulingFailed(failure.status, failure.detail, failure.code,
                                    failed) from None
         record = options.record and self.recorder is not None
+        demand = (gpu_demand(request, view, tuple(result.hosts), energy_options(pipeline))
+                  if live and record else None)
         decision = _decision(
             request, options, call_id, started, record, pipeline=name,
             result=tuple(result.hosts), unknown_hosts=tuple(result.unknown_hosts),
             steps=tuple(result.steps), weighed=tuple(result.weighed),
             final_weights=MappingProxyType(result.weights), weighing=result.weighing,
-            knowledge_version=view.version,
+            knowledge_version=view.version, demand=demand,
             status=200, outcome="simulated" if options.simulated else "ok")
         if live:
             self._observe(decision, request, view)

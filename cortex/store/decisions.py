@@ -21,7 +21,9 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from cortex.db.engine import NO_WAIT_FOR_FLUSH
 from cortex.db.models import Decision as DecisionRow
+from cortex.db.models import GpuDemand
 from cortex.decision import Decision, damaged_decision
+from cortex.store.demand import DemandStore, demand_row
 
 LOG = logging.getLogger(__name__)
 _STOP = object()
@@ -46,7 +48,9 @@ class DecisionWriter:
     thread with the number of records of each batch taken off the queue, written or not
     (a queue-depth gauge that works across processes). ``close()`` flushes what
     is queued (graceful shutdown). With ``retention_days``, decisions older than that
-    are deleted at most every ``prune_every`` seconds, after a write. Records are
+    are deleted at most every ``prune_every`` seconds, after a write; with
+    ``demand_retention_days``, the GPU demand rows (``gpu_demand``, written with their
+    decisions in one transaction: :mod:`cortex.store.demand`) likewise. Records are
     :class:`~cortex.decision.Decision` objects with their ``id`` and ``created_at`` set.
     """
 
@@ -55,10 +59,12 @@ class DecisionWriter:
                  retention_days: float | None = None, prune_every: float = 3600.0,
                  on_handled: Callable[[int], None] = lambda n: None,
                  on_unstorable: Callable[[], None] = lambda: None,
-                 on_queued: Callable[[int], None] = lambda n: None) -> None:
+                 on_queued: Callable[[int], None] = lambda n: None,
+                 demand_retention_days: float | None = None) -> None:
         self._engine = engine
         self._on_unstorable = on_unstorable
         self._retention_days = retention_days
+        self._demand_retention_days = demand_retention_days
         self._prune_every = prune_every
         self._pruned_at = float("-inf")
         self._queue: queue.Queue = queue.Queue(maxsize=maxsize)
@@ -126,13 +132,21 @@ class DecisionWriter:
 
     def _prune_if_due(self) -> None:
         """Apply the retention when it is due; errors are logged, never raised."""
-        if self._retention_days is None or time.monotonic() - self._pruned_at < self._prune_every:
+        if ((self._retention_days is None and self._demand_retention_days is None)
+                or time.monotonic() - self._pruned_at < self._prune_every):
             return
         self._pruned_at = time.monotonic()
         try:
-            deleted = DecisionStore(self._engine).prune(self._retention_days)
-            if deleted:
-                LOG.info("pruned %d decisions older than %g days", deleted, self._retention_days)
+            if self._retention_days is not None:
+                deleted = DecisionStore(self._engine).prune(self._retention_days)
+                if deleted:
+                    LOG.info("pruned %d decisions older than %g days", deleted,
+                             self._retention_days)
+            if self._demand_retention_days is not None:
+                deleted = DemandStore(self._engine).prune(self._demand_retention_days)
+                if deleted:
+                    LOG.info("pruned %d GPU demand rows older than %g days", deleted,
+                             self._demand_retention_days)
         except SQLAlchemyError as exc:
             LOG.error("could not prune decisions: %s", type(exc).__name__)
 
@@ -175,7 +189,7 @@ class DecisionWriter:
             reason = type(exc).__name__
         self._on_unstorable()
         try:
-            self._insert_rows([storable(item.as_row())])
+            self._insert_rows([storable(item.as_row())], storable(_demand_rows([item])))
             self.written += 1
             LOG.warning("decision %s refused by the database as built (%s): stored with "
                         "NUL, lone surrogates and non-finite numbers replaced",
@@ -185,15 +199,17 @@ class DecisionWriter:
                           f"{type(exc).__name__} (first: {reason})")
 
     def _insert(self, batch: list[Decision]) -> None:
-        """One transaction inserting the rows of ``batch``."""
-        self._insert_rows([item.as_row() for item in batch])
+        """One transaction inserting the rows of ``batch`` and their GPU demand."""
+        self._insert_rows([item.as_row() for item in batch], _demand_rows(batch))
 
-    def _insert_rows(self, rows: list[dict[str, Any]]) -> None:
-        """One transaction inserting ``rows`` of the decisions table."""
+    def _insert_rows(self, rows: list[dict[str, Any]], demand: list[dict[str, Any]]) -> None:
+        """One transaction inserting ``rows`` of the decisions table and ``demand`` rows."""
         with self._engine.begin() as connection:
             if connection.dialect.name == "postgresql":
                 connection.execute(_NO_WAIT_FOR_FLUSH)
             connection.execute(insert(DecisionRow), rows)
+            if demand:
+                connection.execute(insert(GpuDemand), demand)
 
     def _drop(self, count: int, message: str) -> None:
         """Count ``count`` records as dropped and log ``message``."""
@@ -201,6 +217,11 @@ class DecisionWriter:
         for _ in range(count):
             self._on_drop()
         LOG.error("%s", message)
+
+
+def _demand_rows(batch: list[Decision]) -> list[dict[str, Any]]:
+    """The ``gpu_demand`` rows of the decisions of ``batch`` that carry demand."""
+    return [row for row in map(demand_row, batch) if row is not None]
 
 
 def _unreachable(exc: SQLAlchemyError) -> bool:

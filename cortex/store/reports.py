@@ -145,7 +145,7 @@ def _insert_gpu(connection: Connection, topology_id: int, gpu: Mapping[str, Any]
         in_use=bool(gpu.get("in_use")), in_use_source=gpu.get("in_use_source"),
         vgpus_in_use=gpu.get("vgpus_in_use", 0), fabric_clique=fabric.get("clique_id"),
         fabric_cluster=fabric.get("cluster_uuid"), unsupported=list(gpu.get("unsupported", ())),
-        instance_uuid=gpu.get("instance_uuid"),
+        instance_uuid=gpu.get("instance_uuid"), power_watts=gpu.get("power_watts"),
     ).returning(models.Gpu.id)).scalar_one()
     instances = [{"gpu_id": gpu_id, "instance_id": i["id"], "profile_id": i["profile_id"],
                   "profile": i["profile"], "placement_start": i.get("placement_start", 0),

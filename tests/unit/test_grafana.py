@@ -3,6 +3,7 @@
 import json
 import re
 
+from cortex.api.forecasts import ForecastCollector
 from cortex.api.metrics import ApiMetrics, KnowledgeCollector, kpi_families
 from tests.conftest import REPO
 from tests.fakes import host, inventory, view
@@ -30,6 +31,10 @@ def exposed_names():
     names = {f.name for f in ApiMetrics().registry.collect()}
     names |= {f.name for f in kpi_families(fleet)}
     names |= {f.name for f in KnowledgeCollector(Cache(fleet)).collect()}
+    forecast = {"computed_at": "2026-11-26T00:00:00+00:00", "model": "H100",
+                "availability_zone": "az-1", "supply_gpus": 8, "used_gpus": 2,
+                "days_to_exhaustion": None, "days_to_exhaustion_pessimistic": 3.5}
+    names |= {f.name for f in ForecastCollector(lambda: [forecast]).collect()}
     return names
 
 
@@ -48,7 +53,8 @@ def test_every_expression_uses_exposed_metrics():
             assert base in names, (name, expr)
             used.add(base)
     assert {"cortex_scheduler_requests", "cortex_pipeline_step_duration_seconds",
-            "cortex_gpus_stranded", "cortex_knowledge_age_seconds"} <= used
+            "cortex_gpus_stranded", "cortex_knowledge_age_seconds",
+            "cortex_gpu_days_to_exhaustion", "cortex_gpu_forecast_timestamp_seconds"} <= used
 
 
 def test_dashboard_is_importable_grafana_json():

@@ -28,6 +28,7 @@ def build_sources(conf: Config, names: tuple[str, ...],
     :func:`cortex.sync.openstack.connect` on ``conf``, made on first use.
     """
     from cortex.sync.openstack import connect
+    from cortex.sync.sources.forecast import ForecastSource
     from cortex.sync.sources.keystone import KeystoneSource
     from cortex.sync.sources.nova import NovaSource
     from cortex.sync.sources.placement import PlacementSource
@@ -43,6 +44,7 @@ def build_sources(conf: Config, names: tuple[str, ...],
         "manila": lambda: ManilaSource(cloud),
         "keystone": lambda: KeystoneSource(cloud),
         "prometheus": lambda: PrometheusSource.from_conf(conf),
+        "forecast": lambda: ForecastSource.from_conf(conf),
     }
     return [makers[name]() for name in names]
 

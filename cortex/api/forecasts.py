@@ -1,0 +1,130 @@
+"""``GET /v1/forecasts`` and the forecast metrics: what cortex-sync last computed.
+
+The API computes nothing here: the forecasts are fitted by cortex-sync's ``forecast``
+source (or ``cortex-manage forecast --store``) and kept in ``gpu_forecasts``
+(:class:`cortex.store.demand.ForecastStore`); this module serves them as JSON and as
+Prometheus gauges for alerting (``etc/cortex/prometheus-alerts.yaml``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+from flask import current_app, jsonify, request
+from prometheus_client.core import GaugeMetricFamily, Metric
+from sqlalchemy.exc import SQLAlchemyError
+
+from cortex.api.errors import ApiError
+from cortex.store.demand import ForecastStore
+
+LOG = logging.getLogger(__name__)
+_TRUE, _FALSE = ("1", "true", "yes"), ("0", "false", "no", "")
+
+
+def _flag(name: str) -> bool:
+    """A boolean query argument; 400 for a value that is not one."""
+    value = request.args.get(name, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ApiError(400, f"{name} must be true or false, not {value[:40]!r}")
+
+
+def list_forecasts():
+    """``GET /v1/forecasts?model=&availability_zone=&series=``: the stored forecasts.
+
+    Answers ``{"forecasts": [document...]}`` (see
+    :func:`cortex.forecast.plan.forecast_documents`), by model and zone, without the
+    hourly ``history`` and ``points`` unless ``series=true``. ``availability_zone=``
+    empty selects the all-zone forecasts. 400 for a bad ``series``, 503 when the
+    database cannot be read. An empty list when nothing was computed yet.
+    """
+    series = _flag("series")
+    try:
+        documents = ForecastStore(current_app.extensions["cortex"].engine).latest()
+    except SQLAlchemyError as exc:
+        raise ApiError(503, f"database unreachable: {type(exc).__name__}") from None
+    model = request.args.get("model")
+    if model is not None:
+        documents = [d for d in documents if d["model"] == model]
+    if "availability_zone" in request.args:
+        zone = request.args["availability_zone"] or None
+        documents = [d for d in documents if d["availability_zone"] == zone]
+    if not series:
+        documents = [{k: v for k, v in d.items() if k not in ("history", "points")}
+                     for d in documents]
+    return jsonify(forecasts=documents)
+
+
+class ForecastCollector:
+    """Scrape-time gauges of the stored forecasts, read at most every ``refresh`` seconds.
+
+    - ``cortex_gpu_days_to_exhaustion{model,availability_zone}``: days until the GPUs in
+      use are projected to reach the supply (+Inf: not within the horizon; the zone
+      label is empty for a model over all zones);
+    - ``cortex_gpu_days_to_exhaustion_pessimistic{...}``: the same at the lower end of
+      the forecast's interval;
+    - ``cortex_gpu_forecast_supply_gpus{...}`` and ``cortex_gpu_forecast_used_gpus{...}``;
+    - ``cortex_gpu_forecast_timestamp_seconds``: when the forecasts were computed (an
+      alert on its age finds a forecast source that stopped).
+
+    A database error keeps the last read (logged); nothing is exported before the
+    first forecast is stored.
+    """
+
+    def __init__(self, read: Callable[[], list[dict[str, Any]]], refresh: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._read = read
+        self._refresh = refresh
+        self._clock = clock
+        self._documents: list[dict[str, Any]] = []
+        self._read_at = -math.inf
+
+    def describe(self) -> list[Metric]:
+        """Nothing up front: the families depend on what is stored."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        """The gauges of the forecasts last read (read again when due)."""
+        if self._clock() - self._read_at >= self._refresh:
+            try:
+                self._documents = self._read()
+                self._read_at = self._clock()
+            except SQLAlchemyError as exc:
+                LOG.warning("forecasts unreadable for the metrics: %s", type(exc).__name__)
+        if not self._documents:
+            return
+        labels = ["model", "availability_zone"]
+        families = {
+            "days_to_exhaustion": GaugeMetricFamily(
+                "cortex_gpu_days_to_exhaustion",
+                "Days until the GPUs in use are projected to reach the supply (+Inf: not "
+                "within the forecast horizon).", labels=labels),
+            "days_to_exhaustion_pessimistic": GaugeMetricFamily(
+                "cortex_gpu_days_to_exhaustion_pessimistic",
+                "Days to exhaustion at the early end of the forecast interval.",
+                labels=labels),
+            "supply_gpus": GaugeMetricFamily(
+                "cortex_gpu_forecast_supply_gpus",
+                "Whole GPUs the forecast counts as supply.", labels=labels),
+            "used_gpus": GaugeMetricFamily(
+                "cortex_gpu_forecast_used_gpus",
+                "Whole GPUs in use when the forecast was computed.", labels=labels),
+        }
+        computed = 0.0
+        for document in self._documents:
+            values = [document["model"], document["availability_zone"] or ""]
+            for key, family in families.items():
+                value = document.get(key)
+                family.add_metric(values, math.inf if value is None else float(value))
+            computed = max(computed, datetime.fromisoformat(document["computed_at"]).timestamp())
+        yield from families.values()
+        yield GaugeMetricFamily("cortex_gpu_forecast_timestamp_seconds",
+                                "When the stored GPU forecasts were computed (Unix time).",
+                                value=computed)

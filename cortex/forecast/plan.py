@@ -1,0 +1,209 @@
+"""Per GPU model and zone: the demand forecast, GPUs in use projected, days to exhaustion.
+
+Demand is whole GPUs asked per hour by creates, placed and refused (the decision log's
+``gpu_demand``); supply is the knowledge's (:func:`cortex.forecast.supply.gpu_supply`).
+The decision log records arrivals, not departures, so the GPUs in use are projected
+with Little's law (L = lambda W): the mean time a GPU stays held is estimated as
+``W = used now / GPUs placed per hour`` over the last week, and each hour
+``in_use(h + 1) = in_use(h) * (1 - 1 / W) + demand(h)`` (a fluid M/G/inf queue: in
+steady state the GPUs in use stay where they are; growth and refusals push them up).
+The days to exhaustion are when the projection first reaches the supply (0 when it
+already has; None when not within the horizon). The pessimistic days and the upper
+band of the GPUs in use come from simulated futures of the fitted model
+(``ForecastSettings.paths``): the hourly interval bounds are marginal, and summing
+them would be far too pessimistic over two weeks. The pessimistic days are the
+``(1 - coverage) / 2`` quantile of the paths' exhaustion times (a path that never
+runs out counts as never).
+
+Each (model, zone) that has supply or demand gets a forecast, and each model one over
+all zones (``availability_zone`` None: demand that named no zone counts there, with
+every zone's GPUs as supply). Refused demand counts as demand: a cloud refusing GPU
+requests is out of GPUs already.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from cortex.forecast import model
+from cortex.forecast.supply import Supply
+from cortex.knowledge.gpu_names import ANY_MODEL
+from cortex.store.demand import HourlyDemand
+
+HOUR = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class ForecastSettings:
+    """``horizon`` and ``history`` in hours; ``coverage``: the interval's probability.
+
+    ``backtest_folds``: rolling origins of the backtest (0: none); ``series_hours``: the
+    hours of history a document carries for charts; ``paths``: simulated futures for the
+    pessimistic side (at least 20); ``seed`` seeds them.
+    """
+
+    horizon: int = 14 * 24
+    history: int = 90 * 24
+    coverage: float = 0.8
+    backtest_folds: int = 4
+    series_hours: int = 14 * 24
+    paths: int = 200
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        """Horizon and history of at least an hour; coverage in (0, 1); folds >= 0."""
+        if self.paths < 20:
+            raise ValueError("paths must be at least 20")
+        if self.horizon < 1 or self.history < 1:
+            raise ValueError("horizon and history must be at least one hour")
+        if not 0 < self.coverage < 1:
+            raise ValueError("coverage must be between 0 and 1")
+        if self.backtest_folds < 0:
+            raise ValueError("backtest_folds must be >= 0")
+
+
+def hour_floor(at: datetime) -> datetime:
+    """``at`` (UTC) cut down to its hour."""
+    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def demand_series(rows: Sequence[HourlyDemand], since: datetime, hours: int
+                  ) -> dict[tuple[str, str | None], tuple[np.ndarray, np.ndarray]]:
+    """``{(model, zone): (asked, placed)}``: GPUs per hour from ``since``, ``hours`` long.
+
+    Every row counts for its own zone and for its model over all zones (zone None).
+    Rows outside the grid are ignored.
+    """
+    series: dict[tuple[str, str | None], tuple[np.ndarray, np.ndarray]] = {}
+    for row in rows:
+        slot = int((row.hour - since) / HOUR)
+        if not 0 <= slot < hours:
+            continue
+        for key in {(row.model, row.availability_zone), (row.model, None)}:
+            asked, placed = series.setdefault(key, (np.zeros(hours), np.zeros(hours)))
+            asked[slot] += row.placed + row.refused
+            placed[slot] += row.placed
+    return series
+
+
+def project_in_use(used: float, placed_per_hour: float, demand: np.ndarray) -> np.ndarray:
+    """GPUs in use after each forecast hour (module docstring: Little's law).
+
+    ``used``: GPUs held now; ``placed_per_hour``: the recent rate of GPUs placed, whose
+    ratio gives the mean holding time (no departures when nothing was placed);
+    ``demand``: GPUs asked per hour, shape ``(hours,)`` or ``(paths, hours)``; the
+    answer has its shape.
+    """
+    leave = min(1.0, placed_per_hour / used) if used > 0 else (1.0 if placed_per_hour else 0.0)
+    demand = np.asarray(demand, dtype=float)
+    in_use = np.empty_like(demand)
+    level = np.full(demand.shape[:-1], float(used))
+    for hour in range(demand.shape[-1]):
+        level = level * (1 - leave) + demand[..., hour]
+        in_use[..., hour] = level
+    return in_use
+
+
+def exhaustion_hours(used: float, supply: int, in_use: np.ndarray) -> np.ndarray:
+    """Hours until ``in_use`` (``(..., hours)``) first reaches ``supply``; inf if never.
+
+    0 when ``used`` already has (or there is no supply).
+    """
+    in_use = np.asarray(in_use, dtype=float)
+    if supply <= 0 or used >= supply:
+        return np.zeros(in_use.shape[:-1])
+    reached = in_use >= supply
+    first = np.argmax(reached, axis=-1).astype(float) + 1
+    return np.where(reached.any(axis=-1), first, np.inf)
+
+
+def _days(hours: float) -> float | None:
+    """Hours as days (two decimals), None for never."""
+    return None if not np.isfinite(hours) else round(float(hours) / 24, 2)
+
+
+def forecast_documents(rows: Sequence[HourlyDemand],
+                       supply: dict[tuple[str, str | None], Supply], now: datetime,
+                       settings: ForecastSettings = ForecastSettings(),
+                       first: datetime | None = None) -> list[dict[str, Any]]:
+    """One forecast document per (model, zone) with supply or demand, by model and zone.
+
+    ``rows``: hourly demand (:meth:`cortex.store.demand.DemandStore.hourly`) of the last
+    ``settings.history`` hours before ``now``'s hour; ``first``: when the oldest kept
+    demand was written (the series start no earlier: hours before it are unknown, not
+    zero). A document: ``computed_at``, ``model``, ``availability_zone``,
+    ``horizon_hours``, ``supply_gpus``, ``used_gpus``, ``free_gpus``,
+    ``days_to_exhaustion``, ``days_to_exhaustion_pessimistic``, ``method``, ``coverage``,
+    ``history_hours`` (hours fitted on), ``demand_gpus_per_day`` (last week's mean),
+    ``forecast_gpus_per_day`` (the horizon's mean), ``holding_hours`` (W, None when
+    unknown), ``backtest`` (:meth:`cortex.forecast.model.Backtest.as_dict` or None),
+    ``history`` (``[{"at", "gpus"}]`` hourly, the last ``series_hours``) and ``points``
+    (``[{"at", "gpus", "lower", "upper", "in_use", "in_use_pessimistic"}]`` hourly).
+    """
+    end = hour_floor(now)
+    since = end - settings.history * HOUR
+    if first is not None and hour_floor(first) > since:
+        since = hour_floor(first)
+    hours = max(0, int((end - since) / HOUR))
+    series = demand_series(rows, since, hours)
+    keys = set(series) | {k for k in supply if k[0] != ANY_MODEL}
+    computed = now.astimezone(UTC).isoformat()
+    documents = []
+    for key in sorted(keys, key=lambda k: (k[0], k[1] or "")):
+        asked, placed = series.get(key, (np.zeros(hours), np.zeros(hours)))
+        documents.append(_document(key, asked, placed, supply.get(key, Supply()), since, end,
+                                   settings, computed))
+    return documents
+
+
+def _document(key: tuple[str, str | None], asked: np.ndarray, placed: np.ndarray,
+              supply: Supply, since: datetime, end: datetime, settings: ForecastSettings,
+              computed: str) -> dict[str, Any]:
+    """The forecast document of one (model, zone) (see :func:`forecast_documents`)."""
+    predicted = model.forecast(asked, since, settings.horizon, settings.coverage,
+                               settings.paths, settings.seed)
+    recent = placed[-model.WEEK:]
+    placed_rate = float(recent.mean()) if len(recent) else 0.0
+    in_use = project_in_use(supply.used, placed_rate, predicted.mean)
+    assert predicted.paths is not None
+    on_paths = project_in_use(supply.used, placed_rate, predicted.paths)
+    in_use_high = np.quantile(on_paths, 0.5 + settings.coverage / 2, axis=0)
+    early = float(np.quantile(exhaustion_hours(supply.used, supply.total, on_paths),
+                              0.5 - settings.coverage / 2, method="lower"))
+    check = (model.backtest(asked, since, folds=settings.backtest_folds,
+                            coverage=settings.coverage) if settings.backtest_folds else None)
+    shown = asked[-settings.series_hours:]
+    shown_from = end - len(shown) * HOUR
+    return {
+        "computed_at": computed, "model": key[0], "availability_zone": key[1],
+        "horizon_hours": settings.horizon, "supply_gpus": supply.total,
+        "used_gpus": supply.used, "free_gpus": supply.free,
+        "days_to_exhaustion": _days(float(exhaustion_hours(supply.used, supply.total,
+                                                           in_use))),
+        "days_to_exhaustion_pessimistic": _days(early),
+        "method": predicted.method, "coverage": settings.coverage, "history_hours": len(asked),
+        "demand_gpus_per_day": round(float(asked[-model.WEEK:].mean()) * 24, 2)
+        if len(asked) else 0.0,
+        "forecast_gpus_per_day": round(float(predicted.mean.mean()) * 24, 2),
+        "holding_hours": round(supply.used / placed_rate, 1) if placed_rate and supply.used
+        else None,
+        "backtest": check.as_dict() if check is not None else None,
+        "history": [{"at": (shown_from + i * HOUR).isoformat(), "gpus": float(v)}
+                    for i, v in enumerate(shown)],
+        "points": [{"at": (end + i * HOUR).isoformat(), "gpus": round(float(m), 3),
+                    "lower": round(float(lo), 3), "upper": round(float(hi), 3),
+                    "in_use": round(float(u), 2), "in_use_pessimistic": round(float(p), 2)}
+                   for i, (m, lo, hi, u, p) in enumerate(zip(
+                       predicted.mean, predicted.lower, predicted.upper, in_use, in_use_high,
+                       strict=True))],
+    }
+
+
+def summary(document: dict[str, Any]) -> dict[str, Any]:
+    """A forecast document without its ``history`` and ``points`` series."""
+    return {k: v for k, v in document.items() if k not in ("history", "points")}

@@ -1,0 +1,134 @@
+"""GPU power and carbon per host and availability zone, from a knowledge view.
+
+Pure functions over an immutable KnowledgeView (``/metrics`` computes them once per
+knowledge version). Units: power in watts, carbon intensity in grams of CO2(-equivalent)
+per kWh drawn from the grid, emission in grams of CO2 per hour.
+
+A host's GPU power, first that is known:
+
+- ``dcgm``: the Prometheus feature ``gpu.power_watts`` (DCGM exporter's
+  ``DCGM_FI_DEV_POWER_USAGE`` summed over the host's GPUs, as cortex-sync keeps it,
+  ``etc/cortex/prometheus-queries.yaml``): fresh at every Prometheus sync;
+- ``nvml``: the sum of the ``power_watts`` the host's cortex-agent read from NVML
+  (``nvmlDeviceGetPowerUsage``) over the GPUs that answered, as of its report the view
+  holds (a change of power alone does not move the knowledge version).
+
+Neither source sees a GPU passed through to a guest (bound to ``vfio-pci``, it is
+invisible to the host's driver): such a GPU's draw is in no sum.
+
+A zone's carbon intensity, first that is known: ``prometheus``, the mean of the feature
+``carbon.intensity_g_per_kwh`` over the zone's hosts that carry it (a grid-intensity
+exporter joined to the hosts, see the commented query in prometheus-queries.yaml);
+``config``, the zone's value of ``[energy] carbon_intensity``; ``default``,
+``[energy] default_carbon_intensity``. Emission is ``watts / 1000 * intensity``: the
+rate of the hosts' GPU draw now, like weigher_gpu_energy's grams per hour (which
+weighs one more GPU; these count what the zone draws).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cortex.knowledge.kpis import host_gpus, zone_of
+from cortex.knowledge.view import HostState, KnowledgeView
+
+#: The Prometheus feature of a host's GPU power (DCGM), watts summed over its GPUs.
+POWER_FEATURE = "gpu.power_watts"
+#: The Prometheus feature of the grid's carbon intensity where a host is, gCO2/kWh.
+INTENSITY_FEATURE = "carbon.intensity_g_per_kwh"
+#: Power sources, preferred first.
+POWER_SOURCES = ("dcgm", "nvml")
+#: Carbon intensity sources, preferred first.
+INTENSITY_SOURCES = ("prometheus", "config", "default")
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneEnergy:
+    """One availability zone's GPU power and carbon (zone ``none``: hosts without one).
+
+    ``hosts``: the zone's GPU hosts (a reported GPU, a GPU inventory in Placement or a
+    DCGM power reading); ``hosts_with_power``: those whose power is known (by
+    :func:`host_power`); ``gpus``: their GPUs (reported by the agent, else Placement's
+    passthrough GPU inventory). ``power_watts``: the sum over the hosts with power known
+    (None when none is); ``carbon_intensity`` in gCO2/kWh and where it comes from
+    (:data:`INTENSITY_SOURCES`); ``grams_per_hour``: ``power_watts / 1000 *
+    carbon_intensity`` (None without power).
+    """
+
+    availability_zone: str
+    hosts: int
+    hosts_with_power: int
+    gpus: int
+    power_watts: float | None
+    carbon_intensity: float
+    intensity_source: str
+    grams_per_hour: float | None
+
+
+def host_power(host: HostState) -> tuple[float | None, str | None]:
+    """``(watts, source)`` of the host's GPUs: DCGM's feature, else NVML's sum, else both None.
+
+    ``dcgm``: the ``gpu.power_watts`` feature (a negative or NaN reading is ignored);
+    ``nvml``: the sum of the reported GPUs' ``power_watts`` where at least one GPU
+    answered (see the module docstring for what neither sees).
+    """
+    watts = host.features.get(POWER_FEATURE)
+    if watts is not None and watts >= 0:  # NaN compares False
+        return float(watts), "dcgm"
+    topology = host.topology
+    if topology is not None:
+        known = [g.power_watts for g in topology.gpus if g.power_watts is not None]
+        if known:
+            return float(sum(known)), "nvml"
+    return None, None
+
+
+def host_gpu_count(host: HostState) -> int:
+    """GPUs of the host: the agent's reported ones, else Placement's passthrough GPUs."""
+    if host.topology is not None and host.topology.gpus:
+        return len(host.topology.gpus)
+    return sum(inventory.total for _, passthrough, inventory in host_gpus(host) if passthrough)
+
+
+def is_gpu_host(host: HostState) -> bool:
+    """Whether the host has GPUs: reported, inventoried in Placement (GPUs or vGPUs), or metered."""
+    return bool((host.topology is not None and host.topology.gpus) or host_gpus(host)
+                or host.features.get(POWER_FEATURE) is not None)
+
+
+def zone_energy(view: KnowledgeView, intensities: Mapping[str, float],
+                default_intensity: float) -> list[ZoneEnergy]:
+    """ZoneEnergy of every availability zone with a GPU host, by zone name.
+
+    ``intensities``: ``{zone: gCO2/kWh}`` (``[energy] carbon_intensity``; a host
+    without a zone is in zone ``none``); ``default_intensity`` (gCO2/kWh) is used where
+    neither Prometheus nor ``intensities`` knows the zone. Source rules in the module
+    docstring.
+    """
+    gpu_hosts: dict[str, list[HostState]] = {}
+    readings: dict[str, list[float]] = {}
+    for host in view.hosts.values():
+        zone = zone_of(host)
+        intensity = host.features.get(INTENSITY_FEATURE)
+        if intensity is not None and intensity >= 0:
+            readings.setdefault(zone, []).append(float(intensity))
+        if is_gpu_host(host):
+            gpu_hosts.setdefault(zone, []).append(host)
+    zones = []
+    for zone in sorted(gpu_hosts):
+        hosts = gpu_hosts[zone]
+        powers = [watts for watts, _ in map(host_power, hosts) if watts is not None]
+        if zone in readings:
+            intensity, source = sum(readings[zone]) / len(readings[zone]), "prometheus"
+        elif zone in intensities:
+            intensity, source = float(intensities[zone]), "config"
+        else:
+            intensity, source = float(default_intensity), "default"
+        power = float(sum(powers)) if powers else None
+        zones.append(ZoneEnergy(
+            availability_zone=zone, hosts=len(hosts), hosts_with_power=len(powers),
+            gpus=sum(host_gpu_count(h) for h in hosts), power_watts=power,
+            carbon_intensity=intensity, intensity_source=source,
+            grams_per_hour=None if power is None else power / 1000.0 * intensity))
+    return zones

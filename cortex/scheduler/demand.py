@@ -1,0 +1,85 @@
+"""GPU demand of a decision: what a create asked for, where it went, the power it adds.
+
+Each live Nova (or Kubernetes) create that asks for GPUs is demand, whether placed or
+refused; the decision records it (``Decision.demand``) and the decision log keeps it
+apart in ``gpu_demand``, where the forecasts (:mod:`cortex.forecast`) read it. Moves,
+resizes and rebuilds are not counted: they move demand that already exists. A call
+that failed inside Cortex (a 503) is not demand refused, and is not counted either.
+
+The GPU model is named as the knowledge names it
+(:func:`cortex.knowledge.gpu_names.gpu_model`), the same name the supply side counts
+(:func:`cortex.forecast.supply.gpu_supply`): the model of the GPUs the first host offers
+for the request when placed, else the model the request's PCI product id names in the
+fleet, else ``any``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cortex.knowledge.gpu_names import ANY_MODEL, gpu_model, names_by_product
+from cortex.knowledge.view import HostState, KnowledgeView
+from cortex.plugins.weighers.gpu_energy import GpuEnergyOptions, GpuEnergyWeigher
+from cortex.request.nova import NovaRequest
+
+
+def _products(request: NovaRequest) -> set[str]:
+    """PCI product ids the request's devices name (lower case; empty: any)."""
+    return {str(spec["product_id"]).lower() for r in request.device_requests
+            for spec in r.specs if spec.get("product_id")}
+
+
+def requested_model(request: NovaRequest, view: KnowledgeView,
+                    host: HostState | None) -> str:
+    """The model a GPU request counts against (module docstring); never raises."""
+    products = _products(request)
+    names = names_by_product(view)
+    if host is not None and host.topology is not None:
+        for gpu in host.topology.gpus:
+            if not products or (gpu.device_id or "").lower() in products:
+                return gpu_model(gpu, names)
+    for product in sorted(products):
+        if product in names:
+            return names[product]
+    return ANY_MODEL
+
+
+def gpu_demand(request: Any, view: KnowledgeView, result: tuple[str, ...],
+               energy: GpuEnergyOptions | None = None) -> Mapping[str, Any] | None:
+    """The demand of one answered call, or None when it is not GPU demand.
+
+    ``request``: the parsed request (only a :class:`NovaRequest` create with GPUs or vGPUs
+    counts); ``result``: the hosts answered, best first (empty: refused). Returns
+    ``{"model", "availability_zone", "gpus", "vgpus", "outcome", "host",
+    "power_delta_watts"}``: whole GPUs and vGPUs over all ``num_instances``; outcome
+    ``placed`` or ``refused``; the zone the request asked for, else the first host's;
+    the watts the first host would draw more for the whole GPUs
+    (:meth:`GpuEnergyWeigher.added_watts` per GPU, with ``energy`` or the default
+    options; None when refused or the host is unknown).
+    """
+    if not isinstance(request, NovaRequest) or request.intent != "create":
+        return None
+    vgpus = sum(r.count for r in request.vgpu_devices)
+    if not request.gpu_count and not vgpus:
+        return None
+    host = view.hosts.get(result[0]) if result else None
+    power = None
+    if host is not None and request.gpu_count:
+        weigher = GpuEnergyWeigher(energy or GpuEnergyOptions()).bind(request, view)
+        power = round(weigher.added_watts(host) * request.gpu_count * request.num_instances, 1)
+    zone = request.availability_zone or (host.availability_zone if host is not None else None)
+    return {"model": requested_model(request, view, host), "availability_zone": zone,
+            "gpus": request.gpu_count * request.num_instances,
+            "vgpus": vgpus * request.num_instances,
+            "outcome": "placed" if result else "refused",
+            "host": result[0] if result else None, "power_delta_watts": power}
+
+
+def energy_options(pipeline: Any) -> GpuEnergyOptions | None:
+    """The options of ``pipeline``'s ``weigher_gpu_energy`` step, None without one."""
+    for step in getattr(pipeline, "weighers", ()):
+        plugin = getattr(step, "plugin", None)
+        if isinstance(plugin, GpuEnergyWeigher):
+            return plugin.options
+    return None
