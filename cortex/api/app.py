@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from werkzeug.exceptions import HTTPException
 
 import cortex
-from cortex.api import commitments, forecasts, kubernetes, ui
+from cortex.api import commitments, forecasts, foresight, kubernetes, ui
 from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
 from cortex.api.freshness import (
@@ -200,6 +200,12 @@ ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
     "/ui/decisions/<decision_id>": {"GET": (ui.decision_page, "reader")},
     "/ui/pipelines": {"GET": (ui.pipelines_page, "reader")},
     "/ui/descheduler": {"GET": (ui.descheduler_page, "reader")},
+    "/ui/timeline": {"GET": (ui.timeline_page, "reader")},
+    "/ui/timeline/panel": {"GET": (ui.timeline_panel, "reader")},
+    "/ui/gpus": {"GET": (ui.gpus_page, "reader")},
+    "/ui/gpus/panel": {"GET": (ui.gpus_panel, "reader")},
+    "/ui/forecasts": {"GET": (foresight.forecasts_page, "reader")},
+    "/ui/forecasts/panel": {"GET": (foresight.forecasts_panel, "reader")},
     "/ui/static/<path:name>": {"GET": (ui.static_file, "public")},
 }
 

@@ -1,17 +1,33 @@
-"""The read-only operator dashboard at ``/ui``: fleet, hosts, decisions, pipelines.
+"""The read-only operator dashboard at ``/ui``: fleet, hosts, GPUs, decisions, timeline.
 
-Server-rendered Jinja templates (``cortex/api/templates``) with one stylesheet and a
-few lines of JavaScript (``cortex/api/static``); no front-end build step. Every
-page reads what the API already holds: the worker's knowledge view, the decision
-log and the loaded pipelines. The pictures of a host's topology are SVG drawn by
-the template from :func:`topology_layout`, over the host's
-:class:`~cortex.knowledge.topology.HostTopology`.
+Server-rendered Jinja templates (``cortex/api/templates``) with one stylesheet, a
+few lines of JavaScript and the vendored htmx (``cortex/api/static``, see its
+``VENDORED.md``); no front-end build step. Every page reads what the API already
+holds: the worker's knowledge view, the decision log and the loaded pipelines. The
+pictures are SVG drawn by the templates from coordinates computed here: a host's
+topology (:func:`topology_layout`, over its
+:class:`~cortex.knowledge.topology.HostTopology`) and the scheduling timeline
+(:func:`timeline_chart`, over :func:`cortex.store.timeline.decision_timeline`'s
+counts, grouped in SQL). The GPU heatmap (:func:`gpus_page`) is HTML: one square
+per GPU, the knowledge's NVLink islands boxed.
+
+Live panels: a panel that reloads itself is its own template (``_timeline_panel.html``,
+``_gpus_panel.html``) included by the page inside the ``live`` macro of
+``_macros.html``, which has htmx GET ``/ui/<page>/panel`` (the same query) every
+``?refresh=`` seconds (default :data:`REFRESH_SECONDS`, 0: off) and swap the panel's
+content. To make another panel live: move it into ``_<name>_panel.html``, build its
+context in one function used by both the page and a ``/ui/<page>/panel`` handler
+(:func:`_panel` renders it alone, uncached), and add that route to
+``cortex.api.app.ROUTES`` with the page's policy.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +36,11 @@ from flask import current_app, redirect, render_template, request, send_from_dir
 from cortex.api.errors import ApiError
 from cortex.knowledge import kpis
 from cortex.knowledge.cache import KnowledgeUnavailable
-from cortex.knowledge.topology import GpuLink, HostTopology, NumaCell
+from cortex.knowledge.topology import Gpu, GpuLink, HostTopology, NumaCell
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.explain import explain
 from cortex.pipeline.overrides import step_options
+from cortex.store import timeline
 
 STATIC = Path(__file__).parent / "static"
 #: Abbreviations of NVML's P2P levels, as ``nvidia-smi topo -m`` prints them.
@@ -348,3 +365,396 @@ def pipelines_page():
     rules = [{"pipeline": r.pipeline, "service": r.service,
               "match": json.dumps(dict(r.match), sort_keys=True)} for r in pipelines.rules]
     return _page("pipelines.html", pipelines=shown, rules=rules)
+
+
+# -- live panels ---------------------------------------------------------------------------
+
+#: Seconds between two reloads of a live panel unless ``?refresh=`` says otherwise.
+REFRESH_SECONDS = 10
+_MAX_REFRESH = 3600
+#: Services a decision can be of, as the decisions table spells them.
+SERVICES = ("nova", "cinder", "manila", "kubernetes")
+
+
+def _int_arg(name: str, default: int, low: int, high: int) -> int:
+    """The query argument ``name`` as an int from ``low`` to ``high``; ApiError 400 if not."""
+    raw = request.args.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, f"{name} must be an integer from {low} to {high}") from None
+    if not low <= value <= high:
+        raise ApiError(400, f"{name} must be an integer from {low} to {high}, not {value}")
+    return value
+
+
+def _refresh() -> int:
+    """``?refresh=``: seconds between reloads of the page's live panels (0: none)."""
+    return _int_arg("refresh", REFRESH_SECONDS, 0, _MAX_REFRESH)
+
+
+def _panel(template: str, **context: Any):
+    """A live panel's inner HTML alone (what htmx swaps in), never cached."""
+    return render_template(template, **context), 200, {"Cache-Control": "no-store"}
+
+
+def _query(**args: Any) -> dict[str, Any]:
+    """``args`` without empty values, for ``url_for`` (the panel's own query string)."""
+    return {k: v for k, v in args.items() if v not in (None, "")}
+
+
+# -- the scheduling timeline ---------------------------------------------------------------
+
+#: Windows offered in the timeline's form, in hours (any 1..MAX_HOURS may be asked for).
+TIMELINE_HOURS = (1, 3, 6, 12, 24, 72, 168, 720)
+#: (service, pipeline) series drawn with a colour of their own; the rest are "other".
+MAX_SERIES = 8
+_CHART_W, _CHART_H = 960, 260
+_LEFT, _TOP_MARGIN, _RIGHT, _BOTTOM = 48, 18, 12, 30
+#: Outcomes stacked in their series' colour, and the marked ones, bottom to top.
+_COUNTED, _MARKED = ("ok", "simulated"), ("rejected", "error")
+_MARK_LABELS = {"rejected": "refused (4xx)", "error": "error (503)"}
+#: Seconds between two labelled times of the x axis: the first giving at most 8 labels.
+_TICKS = (300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
+
+
+def _timeline_args() -> dict[str, Any]:
+    """The timeline's query: ``hours``, ``service``, ``pipeline``, ``refresh`` (400 if bad)."""
+    hours = _int_arg("hours", 1, 1, timeline.MAX_HOURS)
+    service = request.args.get("service", "").strip()
+    if service and service not in SERVICES:
+        raise ApiError(400, f"service must be one of {', '.join(SERVICES)}")
+    pipeline = request.args.get("pipeline", "").strip()
+    if len(pipeline) > 255:
+        raise ApiError(400, "pipeline must be at most 255 characters")
+    return {"hours": hours, "service": service, "pipeline": pipeline, "refresh": _refresh()}
+
+
+def _timeline_context() -> dict[str, Any]:
+    """What the timeline page and its panel show: the counts as a chart and a table."""
+    args = _timeline_args()
+    now = datetime.now(UTC)
+    with current_app.extensions["cortex"].engine.connect() as connection:
+        counted = timeline.decision_timeline(connection, args["hours"], now,
+                                             service=args["service"] or None,
+                                             pipeline=args["pipeline"] or None)
+    query = _query(hours=args["hours"], service=args["service"], pipeline=args["pipeline"],
+                   refresh=args["refresh"] if args["refresh"] != REFRESH_SECONDS else None)
+    return {"args": args, "chart": timeline_chart(counted), "totals": timeline_totals(counted),
+            "updated": now, "step": counted.step,
+            "panel_url": url_for("/ui/timeline/panel", **query)}
+
+
+def timeline_page():
+    """``GET /ui/timeline``: decisions over time per service and pipeline, refusals marked.
+
+    Query: ``hours`` (1 to 720, default 1; the bucket width follows, 1 minute for the
+    last hour), ``service``, ``pipeline`` (filters), ``refresh`` (seconds between
+    reloads of the chart, 0 to 3600, default 10; 0: none). A bad value answers 400.
+    """
+    context = _timeline_context()
+    hours = sorted(set(TIMELINE_HOURS) | {context["args"]["hours"]})
+    pipelines = sorted(current_app.extensions["cortex"].pipelines.pipelines)
+    return _page("timeline.html", services=SERVICES, pipelines=pipelines, hour_options=hours,
+                 **context)
+
+
+def timeline_panel():
+    """``GET /ui/timeline/panel``: the timeline's chart and table alone (htmx polls it)."""
+    return _panel("_timeline_panel.html", **_timeline_context())
+
+
+def _series_name(service: str, pipeline: str | None) -> str:
+    """``nova · kvm-gpu-topology-aware`` (``(no pipeline)`` for calls refused before one)."""
+    return f"{service} · {pipeline or '(no pipeline)'}"
+
+
+def timeline_totals(counted: timeline.Timeline) -> list[dict[str, Any]]:
+    """Decisions in the window per (service, pipeline), the most first.
+
+    Each ``{service, pipeline, name, ok, simulated, rejected, error, total}``: counts.
+    """
+    rows: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for (service, pipeline, outcome), counts in counted.counts.items():
+        row = rows.setdefault((service, pipeline), {
+            "service": service, "pipeline": pipeline, "name": _series_name(service, pipeline),
+            "ok": 0, "simulated": 0, "rejected": 0, "error": 0, "total": 0})
+        row[outcome] = row.get(outcome, 0) + sum(counts)
+        row["total"] += sum(counts)
+    return sorted(rows.values(), key=lambda r: (-r["total"], r["name"]))
+
+
+def timeline_chart(counted: timeline.Timeline) -> dict[str, Any]:
+    """The timeline as stacked bars: coordinates for the SVG the template draws.
+
+    Per bucket, bottom to top: one bar segment per (service, pipeline) series counting
+    its ``ok`` and ``simulated`` decisions (the :data:`MAX_SERIES` busiest series in
+    colours ``s0``.., the rest as ``other``), then the bucket's refusals (``rejected``,
+    4xx, hatched orange) and errors (``error``, 503, red) of all series, each also
+    flagged by a triangle above the bar. Returns ``{width, height, plot: {x, y, w, h},
+    series: [{name, css, total}], bars: [{x, y, w, h, css}], marks: [{path, css,
+    title}], hovers: [{x, w, title}], yticks: [{y, label}], xticks: [{x, label}],
+    peak, empty}`` in SVG user units (pixels at 100 %); only non-empty segments.
+    """
+    n = counted.buckets
+    per_series: dict[tuple[str, str | None], list[int]] = {}
+    marked = {outcome: [0] * n for outcome in _MARKED}
+    lines: list[list[str]] = [[] for _ in range(n)]
+    for (service, pipeline, outcome), counts in counted.counts.items():
+        if outcome in _MARKED:
+            target = marked[outcome]
+        else:
+            target = per_series.setdefault((service, pipeline), [0] * n)
+        for i, count in enumerate(counts):
+            if count:
+                target[i] += count
+                lines[i].append(f"{_series_name(service, pipeline)}: {count} {outcome}")
+    ranked = sorted(per_series.items(), key=lambda kv: (-sum(kv[1]), _series_name(*kv[0])))
+    series = [{"name": _series_name(*key), "css": f"s{i}", "values": values}
+              for i, (key, values) in enumerate(ranked[:MAX_SERIES])]
+    if ranked[MAX_SERIES:]:
+        series.append({"name": f"other ({len(ranked) - MAX_SERIES} series)", "css": "other",
+                       "values": [sum(v[i] for _, v in ranked[MAX_SERIES:]) for i in range(n)]})
+    stacks = series + [{"name": _MARK_LABELS[o], "css": o, "values": marked[o]}
+                       for o in _MARKED]
+    heights = [sum(s["values"][i] for s in stacks) for i in range(n)]
+    peak = _nice_ceiling(max(heights, default=0))
+    plot = {"x": _LEFT, "y": _TOP_MARGIN, "w": _CHART_W - _LEFT - _RIGHT,
+            "h": _CHART_H - _TOP_MARGIN - _BOTTOM}
+    slot = plot["w"] / n
+    gap = slot * 0.15 if slot >= 4 else 0.0
+    bottom = plot["y"] + plot["h"]
+    bars, marks, hovers = [], [], []
+    for i in range(n):
+        x, y = plot["x"] + i * slot, float(bottom)
+        for stack in stacks:
+            count = stack["values"][i]
+            if count:
+                height = count / peak * plot["h"]
+                y -= height
+                bars.append({"x": x + gap / 2, "y": y, "w": slot - gap, "h": height,
+                             "css": stack["css"]})
+        centre = x + slot / 2
+        for outcome in _MARKED:
+            if marked[outcome][i]:
+                y -= 9
+                marks.append({"path": f"M {centre - 4:.1f} {y:.1f} h 8 l -4 7 z", "css": outcome,
+                              "title": f"{_bucket_label(counted, i)}: {marked[outcome][i]} "
+                                       f"{_MARK_LABELS[outcome]}"})
+        if heights[i]:
+            detail = "\n".join(sorted(lines[i])[:12]) + ("\n…" if len(lines[i]) > 12 else "")
+            hovers.append({"x": x, "w": slot, "title": f"{_bucket_label(counted, i)}: "
+                                                        f"{heights[i]} decisions\n{detail}"})
+    ticks = {0, peak} | ({peak // 2} if peak % 2 == 0 else set())
+    yticks = [{"y": bottom - v / peak * plot["h"], "label": str(v)} for v in sorted(ticks)]
+    fmt = "%H:%M" if counted.step * n <= 86400 else "%d %b %H:%M"
+    every = next((t for t in _TICKS if t % counted.step == 0 and counted.step * n / t <= 8),
+                 _TICKS[-1])
+    first = int(counted.start.timestamp())
+    xticks = [{"x": plot["x"] + i * slot, "label": counted.bucket_start(i).strftime(fmt)}
+              for i in range(n) if (first + i * counted.step) % every == 0]
+    return {"width": _CHART_W, "height": _CHART_H, "plot": plot, "bottom": bottom,
+            "series": [{"name": s["name"], "css": s["css"], "total": sum(s["values"])}
+                       for s in stacks],
+            "bars": bars, "marks": marks, "hovers": hovers, "yticks": yticks,
+            "xticks": xticks, "peak": peak, "empty": not any(heights)}
+
+
+def _nice_ceiling(value: int) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... that is at least ``value`` (1 for 0)."""
+    nice, factors = 1, itertools.cycle((2, 2.5, 2))
+    while nice < value:
+        nice = round(nice * next(factors))
+    return nice
+
+
+def _bucket_label(counted: timeline.Timeline, index: int) -> str:
+    """``11:42–11:43 UTC`` (with the day when the window is longer than one)."""
+    start, end = counted.bucket_start(index), counted.bucket_start(index + 1)
+    fmt = "%H:%M" if counted.step * counted.buckets <= 86400 else "%d %b %H:%M"
+    return f"{start.strftime(fmt)}–{end.strftime(fmt)} UTC"
+
+
+# -- the GPU occupancy heatmap --------------------------------------------------------------
+
+#: States of a GPU cell, as CSS classes and in the legend's order.
+GPU_STATES = ("free", "used", "partial", "unhealthy")
+GPU_STATE_LABELS = {"free": "free", "used": "used", "partial": "MIG / vGPU, partly used",
+                    "unhealthy": "unhealthy"}
+#: Host rows per page of the heatmap: the default and the most one may ask for.
+HEATMAP_ROWS, MAX_HEATMAP_ROWS = 100, 250
+_HEATMAP_MEMO: list[Any] = [None]
+
+
+def gpu_state(gpu: Gpu) -> str:
+    """The heatmap state of one GPU (:data:`GPU_STATES`).
+
+    ``unhealthy`` when the agent says so (whatever its use); a GPU split by MIG is
+    ``used`` when all its instances are, else ``partial``; a vGPU host GPU (time
+    sliced) holding vGPUs is ``partial``; otherwise ``used`` or ``free`` as
+    ``in_use`` says.
+    """
+    if not gpu.healthy:
+        return "unhealthy"
+    if gpu.mig_mode == "enabled" or gpu.mig_instances:
+        busy = sum(1 for i in gpu.mig_instances if i.in_use)
+        return "used" if gpu.mig_instances and busy == len(gpu.mig_instances) else "partial"
+    if gpu.in_use:
+        return "used"
+    if gpu.vgpus_in_use > 0:
+        return "partial"
+    return "free"
+
+
+def _topology_model(gpu: Gpu) -> str:
+    """The GPU's model as the fleet page names it (``H100 SXM5 80GB``), else its name."""
+    named = (gpu.name or "").removeprefix("NVIDIA ").strip()
+    if gpu.device_id:
+        model = kpis.gpu_model(f"CUSTOM_PCI_{gpu.vendor_id.upper()}_{gpu.device_id.upper()}")
+        if model and (not model.startswith("PCI ") or not named):
+            return model
+    return named or "GPU"
+
+
+@dataclass(frozen=True)
+class GpuHost:
+    """A heatmap row before drawing: the host, its zone, GPU models and state counts.
+
+    ``source`` is ``agent`` (cells from the topology report) or ``placement`` (no
+    report: cells from the passthrough GPU inventories' used and free units).
+    """
+
+    host: Any
+    zone: str
+    models: tuple[str, ...]
+    counts: dict[str, int]
+    source: str
+
+
+def gpu_hosts(view: KnowledgeView) -> list[GpuHost]:
+    """Every host with GPUs, by name, counted once per knowledge view (kept for the next).
+
+    Hosts with a topology report count their reported GPUs; hosts without one, their
+    passthrough GPU inventories (``CUSTOM_PCI_*``: used units as ``used``, the rest
+    ``free``); vGPU-only hosts without a report are left out (no per-GPU facts).
+    """
+    memo = _HEATMAP_MEMO[0]
+    if memo is not None and memo[0] is view:
+        return memo[1]
+    rows = []
+    for host in sorted(view.hosts.values(), key=lambda h: h.host):
+        topology = host.topology
+        if topology is not None and topology.gpus:
+            counts = dict.fromkeys(GPU_STATES, 0)
+            for gpu in topology.gpus:
+                counts[gpu_state(gpu)] += 1
+            models = tuple(sorted({_topology_model(g) for g in topology.gpus}))
+            rows.append(GpuHost(host, kpis.zone_of(host), models, counts, "agent"))
+            continue
+        placed = [(model, inv) for model, whole, inv in kpis.host_gpus(host) if whole]
+        if placed:
+            used = sum(min(int(inv.used), int(inv.total)) for _, inv in placed)
+            total = sum(int(inv.total) for _, inv in placed)
+            counts = dict.fromkeys(GPU_STATES, 0) | {"used": used, "free": total - used}
+            rows.append(GpuHost(host, kpis.zone_of(host),
+                                tuple(sorted({m for m, _ in placed})), counts, "placement"))
+    _HEATMAP_MEMO[0] = (view, rows)
+    return rows
+
+
+def heatmap_row(row: GpuHost) -> dict[str, Any]:
+    """One drawn row: ``{host, zone, status, models, counts, source, islands}``.
+
+    ``islands`` are the host's NVLink islands as the knowledge computes them
+    (:attr:`~cortex.knowledge.topology.HostTopology.nvlink_islands`), in the order of
+    their first GPU: ``{nvlink, cells: [{state, title}]}``; a GPU without NVLink is an
+    island of its own with ``nvlink`` False. Hosts known from Placement only have one
+    island of counted cells.
+    """
+    host = row.host
+    base = {"host": host.host, "zone": row.zone, "status": _status(host),
+            "models": row.models, "counts": row.counts, "source": row.source}
+    if row.source == "placement":
+        cells = ([{"state": "used", "title": "used (Placement)"}] * row.counts["used"]
+                 + [{"state": "free", "title": "free (Placement)"}] * row.counts["free"])
+        return base | {"islands": [{"nvlink": False, "cells": cells}]}
+    topology = host.topology
+    order = {g.pci_address: i for i, g in enumerate(topology.gpus)}
+    by_address = {g.pci_address: g for g in topology.gpus}
+    islands = []
+    for island in sorted(topology.nvlink_islands, key=lambda s: min(order[a] for a in s)):
+        members = sorted(island, key=order.__getitem__)
+        islands.append({"nvlink": len(members) > 1,
+                        "cells": [_gpu_cell(by_address[a], len(row.models) > 1)
+                                  for a in members]})
+    return base | {"islands": islands}
+
+
+def _gpu_cell(gpu: Gpu, mixed: bool) -> dict[str, str]:
+    """A GPU's cell: its state and a short tooltip (address, use, MIG, vGPUs, health).
+
+    The model is named only on a host of ``mixed`` models (the row names it otherwise).
+    """
+    state = gpu_state(gpu)
+    parts = [gpu.pci_address, *([_topology_model(gpu)] if mixed else []),
+             GPU_STATE_LABELS[state]]
+    if gpu.mig_instances:
+        busy = sum(1 for i in gpu.mig_instances if i.in_use)
+        parts.append(f"MIG {busy}/{len(gpu.mig_instances)} instances in use")
+    elif gpu.mig_mode == "enabled":
+        parts.append("MIG enabled, no instances")
+    if gpu.vgpus_in_use:
+        parts.append(f"{gpu.vgpus_in_use} vGPUs")
+    if gpu.health_reasons:
+        parts.append("; ".join(gpu.health_reasons))
+    return {"state": state, "title": " · ".join(parts)}
+
+
+def _heatmap_context() -> dict[str, Any]:
+    """The heatmap's filters, page of rows, totals and pages; 400 for bad arguments."""
+    zone = request.args.get("az", "").strip()
+    model = request.args.get("model", "").strip()
+    per_page = _int_arg("per_page", HEATMAP_ROWS, 1, MAX_HEATMAP_ROWS)
+    page = _int_arg("page", 1, 1, 10**6)
+    refresh = _refresh()
+    everything = gpu_hosts(_view())
+    zones = sorted({r.zone for r in everything})
+    models = sorted({m for r in everything for m in r.models})
+    rows = [r for r in everything if (not zone or r.zone == zone)
+            and (not model or model in r.models)]
+    pages = max(1, math.ceil(len(rows) / per_page))
+    page = min(page, pages)
+    shown = rows[(page - 1) * per_page:page * per_page]
+    totals = dict.fromkeys(GPU_STATES, 0)
+    for row in rows:
+        for state, count in row.counts.items():
+            totals[state] += count
+    filters = {"az": zone, "model": model,
+               "per_page": per_page if per_page != HEATMAP_ROWS else None}
+    query = _query(**filters, page=page if page > 1 else None,
+                   refresh=refresh if refresh != REFRESH_SECONDS else None)
+    return {"rows": [heatmap_row(r) for r in shown], "matching": len(rows),
+            "totals": totals, "gpus": sum(totals.values()), "page": page, "pages": pages,
+            "per_page": per_page, "zone": zone, "model": model, "zones": zones,
+            "models": models, "refresh": refresh, "filters": _query(**filters),
+            "states": GPU_STATES, "state_labels": GPU_STATE_LABELS,
+            "updated": datetime.now(UTC), "panel_url": url_for("/ui/gpus/panel", **query)}
+
+
+def gpus_page():
+    """``GET /ui/gpus``: hosts x GPUs, each cell free, used, MIG/vGPU or unhealthy.
+
+    NVLink islands are boxed. Query: ``az`` and ``model`` (filters: a zone and a model
+    as the fleet page names them; no match is an empty page), ``page`` and
+    ``per_page`` (1 to 250 host rows, default 100: a 10,000-host fleet is 100 pages of
+    bounded HTML), ``refresh`` (seconds between reloads, 0 to 3600, default 10; 0:
+    none). A bad number answers 400.
+    """
+    return _page("gpus.html", **_heatmap_context())
+
+
+def gpus_panel():
+    """``GET /ui/gpus/panel``: the heatmap's rows alone, same query (htmx polls it)."""
+    return _panel("_gpus_panel.html", **_heatmap_context())
