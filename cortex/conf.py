@@ -126,6 +126,13 @@ def _default_database_url(environ: Mapping[str, str]) -> str:
     return f"sqlite:///{Path(base) / 'cortex' / 'cortex.sqlite'}"
 
 
+def _separators(text: str) -> str:
+    """``text`` when it is one or more non-blank characters (flavor family separators)."""
+    if not text or any(c.isspace() for c in text):
+        raise ValueError("give one or more characters, no blanks (e.g. '.' or '.-')")
+    return text
+
+
 OPTIONS: tuple[Option, ...] = (
     Option("DEFAULT", "debug", bool, False, "Log at DEBUG level."),
     Option("DEFAULT", "log_format", str, "text", "Log line format: text or json.",
@@ -425,6 +432,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("forecast", "coverage", float, 0.8,
            "Probability of the forecasts' prediction intervals (0.8: the 10th to the 90th "
            "percentile).", minimum=0.5, maximum=0.99),
+    Option("forecast", "flavor_family_separators", str, ".",
+           "Characters that end a flavor family's name: with '.', g5.2xlarge is family g5. "
+           "Each family gets a forecast of its GPU demand.", validate=_separators,
+           form="one or more characters, no blanks"),
     Option("forecast", "demand_retention_days", float, 400.0,
            "GPU demand rows (one per GPU create decided) older than this are pruned by the "
            "decision writer; keep it above history_days.", minimum=1),

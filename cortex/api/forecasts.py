@@ -37,12 +37,13 @@ def _flag(name: str) -> bool:
 
 
 def list_forecasts():
-    """``GET /v1/forecasts?model=&availability_zone=&series=``: the stored forecasts.
+    """``GET /v1/forecasts?model=&flavor_family=&availability_zone=&series=``.
 
     Answers ``{"forecasts": [document...]}`` (see
-    :func:`cortex.forecast.plan.forecast_documents`), by model and zone, without the
-    hourly ``history`` and ``points`` unless ``series=true``. ``availability_zone=``
-    empty selects the all-zone forecasts. 400 for a bad ``series``, 503 when the
+    :func:`cortex.forecast.plan.forecast_documents`): GPU models, then flavor families,
+    by zone; without the hourly ``history`` and ``points`` unless ``series=true``.
+    ``availability_zone=`` empty selects the all-zone forecasts, ``flavor_family=``
+    empty the models'. 400 for a bad ``series``, 503 when the
     database cannot be read. An empty list when nothing was computed yet.
     """
     series = _flag("series")
@@ -50,9 +51,11 @@ def list_forecasts():
         documents = ForecastStore(current_app.extensions["cortex"].engine).latest()
     except SQLAlchemyError as exc:
         raise ApiError(503, f"database unreachable: {type(exc).__name__}") from None
-    model = request.args.get("model")
+    model, family = request.args.get("model"), request.args.get("flavor_family")
     if model is not None:
         documents = [d for d in documents if d["model"] == model]
+    if family is not None:
+        documents = [d for d in documents if d.get("flavor_family") == (family or None)]
     if "availability_zone" in request.args:
         zone = request.args["availability_zone"] or None
         documents = [d for d in documents if d["availability_zone"] == zone]
@@ -119,6 +122,8 @@ class ForecastCollector:
         }
         computed = 0.0
         for document in self._documents:
+            if document.get("flavor_family") is not None:
+                continue  # demand alone: no supply to run out of
             values = [document["model"], document["availability_zone"] or ""]
             for key, family in families.items():
                 value = document.get(key)

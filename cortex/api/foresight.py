@@ -52,8 +52,9 @@ def forecast_chart(document: dict[str, Any]) -> dict[str, Any]:
     Two plots of ``_W`` x ``_H`` pixels sharing the time axis (hours from the first hour
     shown; 0 is now): ``demand`` (history and forecast polylines, the interval as a
     polygon) and ``in_use`` (projection and its pessimistic bound against the supply,
-    the exhaustion marked). Returns ``{"demand": {...}, "in_use": {...}, "days": [...]}``
-    with ``points`` strings, tick labels and the now line's x.
+    the exhaustion marked; None for a flavor family's forecast, of demand alone).
+    Returns ``{"demand": {...}, "in_use": {...}, "days": [...]}`` with ``points``
+    strings, tick labels and the now line's x.
     """
     history, points = document.get("history") or [], document.get("points") or []
     past = list(range(-len(history), 0))
@@ -80,18 +81,21 @@ def forecast_chart(document: dict[str, Any]) -> dict[str, Any]:
             if points else "")
     demand = {"history": _points(past, asked, x, y), "mean": _points(ahead, mean, x, y),
               "band": band, "yticks": ticks}
+    supply = document["supply_gpus"]
+    base = {"width": _W, "height": _H, "left": _LEFT, "right": _W - _RIGHT,
+            "bottom": _H - _BOTTOM, "top": _TOP, "now_x": x(0), "days": days,
+            "demand": demand, "in_use": None}
+    if supply is None:  # a flavor family: demand alone
+        return base
     in_use = [p["in_use"] for p in points]
     worst = [p["in_use_pessimistic"] for p in points]
-    supply = document["supply_gpus"]
     y2, ticks2, _ = plot(_TOP, {"in_use": in_use, "worst": worst}, extra=supply)
     runs_out = document.get("days_to_exhaustion")
     use = {"in_use": _points(ahead, in_use, x, y2), "worst": _points(ahead, worst, x, y2),
            "supply_y": y2(supply), "yticks": ticks2,
            "now_used": y2(document["used_gpus"]),
            "exhaustion_x": x(min(runs_out * 24, last)) if runs_out is not None else None}
-    return {"width": _W, "height": _H, "left": _LEFT, "right": _W - _RIGHT,
-            "bottom": _H - _BOTTOM, "top": _TOP, "now_x": x(0), "days": days,
-            "demand": demand, "in_use": use}
+    return base | {"in_use": use}
 
 
 def _soonest(document: dict[str, Any]) -> tuple:
@@ -103,17 +107,20 @@ def _soonest(document: dict[str, Any]) -> tuple:
 
 
 def _context() -> dict[str, Any]:
-    """What the page and its panel show, for the request's ``model``, ``az``, ``refresh``."""
+    """What the page and its panel show for ``model``, ``family``, ``az``, ``refresh``."""
     services = current_app.extensions["cortex"]
     model, zone = request.args.get("model", "").strip(), request.args.get("az", "").strip()
+    family = request.args.get("family", "").strip()
     refresh = ui._refresh()
     try:
         documents = ForecastStore(services.engine).latest()
     except SQLAlchemyError as exc:
         raise ApiError(503, f"database unreachable: {type(exc).__name__}") from None
-    models = sorted({d["model"] for d in documents})
+    models = sorted({d["model"] for d in documents if not d.get("flavor_family")})
+    families = sorted({d["flavor_family"] for d in documents if d.get("flavor_family")})
     zones = sorted({d["availability_zone"] for d in documents if d["availability_zone"]})
     shown = [d for d in documents if (not model or d["model"] == model)
+             and (not family or d.get("flavor_family") == family)
              and (not zone or d["availability_zone"] == zone)]
     shown.sort(key=_soonest)
     charts = [{"document": d, "chart": forecast_chart(d)} for d in shown[:MAX_CHARTS]]
@@ -123,8 +130,9 @@ def _context() -> dict[str, Any]:
         view = services.knowledge.current
     settings = EnergySettings.from_conf(services.conf)
     energy = zone_energy(view, settings.intensities, settings.default_intensity) if view else []
-    args = {"model": model, "az": zone, "refresh": refresh}
+    args = {"model": model, "family": family, "az": zone, "refresh": refresh}
     return {"charts": charts, "hidden": max(0, len(shown) - MAX_CHARTS), "models": models,
+            "families": families,
             "zones": zones, "energy": energy, "args": args,
             "computed_at": documents[0]["computed_at"] if documents else None,
             "updated": datetime.now(UTC),
@@ -132,7 +140,7 @@ def _context() -> dict[str, Any]:
 
 
 def forecasts_page():
-    """``GET /ui/forecasts?model=&az=&refresh=``: forecasts and energy, live (role reader)."""
+    """``GET /ui/forecasts?model=&family=&az=&refresh=``: forecasts and energy, live."""
     return ui._page("forecasts.html", active="forecasts", **_context())
 
 

@@ -132,7 +132,7 @@ def decisions_list(conf: config.Config, args) -> int:
     return 0
 
 
-FORECAST_COLUMNS = ("model", "availability_zone", "supply_gpus", "used_gpus",
+FORECAST_COLUMNS = ("model", "flavor_family", "availability_zone", "supply_gpus", "used_gpus",
                     "demand_gpus_per_day", "forecast_gpus_per_day", "days_to_exhaustion",
                     "days_to_exhaustion_pessimistic", "skill")
 

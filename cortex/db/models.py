@@ -755,9 +755,10 @@ class GpuDemand(Base):
 
     ``gpus``: whole GPUs over all instances of the call; ``vgpus``: vGPUs and MIG
     instances. ``model``: the GPU model asked for (or placed on), ``any`` when the request
-    names none and nothing was placed. ``outcome``: ``placed`` or ``refused``;
-    ``power_delta_watts``: what the first host was expected to draw more (None when
-    refused). Kept ``[forecast] demand_retention_days``, longer than the decision log.
+    names none and nothing was placed; ``flavor``: the flavor's name. ``outcome``:
+    ``placed`` or ``refused``; ``power_delta_watts``: what the first host was expected to
+    draw more (None when refused). Kept ``[forecast] demand_retention_days``, longer than
+    the decision log.
     """
 
     __tablename__ = "gpu_demand"
@@ -767,6 +768,7 @@ class GpuDemand(Base):
         DateTime(timezone=True), nullable=False, index=True)
     service: Mapped[str] = mapped_column(String(16), nullable=False)
     model: Mapped[str] = mapped_column(String(255), nullable=False)
+    flavor: Mapped[str | None] = mapped_column(String(255))
     availability_zone: Mapped[str | None] = mapped_column(String(255))
     gpus: Mapped[int] = mapped_column(Integer, nullable=False)
     vgpus: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -779,7 +781,8 @@ class GpuForecast(Base):
     """The latest demand forecast of one GPU model in one availability zone (rev. 0011).
 
     ``document`` holds the series (history, forecast points with their interval, the
-    projected GPUs in use) and the backtest, as ``GET /v1/forecasts`` answers them.
+    projected GPUs in use) and the backtest, as ``GET /v1/forecasts`` answers them. A
+    forecast of a flavor family (``flavor_family`` set) is of demand alone: no supply.
     """
 
     __tablename__ = "gpu_forecasts"
@@ -788,9 +791,10 @@ class GpuForecast(Base):
     computed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     model: Mapped[str] = mapped_column(String(255), nullable=False)
     availability_zone: Mapped[str | None] = mapped_column(String(255))
+    flavor_family: Mapped[str | None] = mapped_column(String(255))
     horizon_hours: Mapped[int] = mapped_column(Integer, nullable=False)
-    supply_gpus: Mapped[int] = mapped_column(Integer, nullable=False)
-    used_gpus: Mapped[int] = mapped_column(Integer, nullable=False)
+    supply_gpus: Mapped[int | None] = mapped_column(Integer)
+    used_gpus: Mapped[int | None] = mapped_column(Integer)
     days_to_exhaustion: Mapped[float | None] = mapped_column(Float)
     days_to_exhaustion_pessimistic: Mapped[float | None] = mapped_column(Float)
     method: Mapped[str] = mapped_column(String(128), nullable=False)

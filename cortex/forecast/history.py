@@ -30,7 +30,8 @@ class DemandStream:
     """One model in one zone: requests per hour at the start, and the shape around it.
 
     ``trend``: relative growth per day; ``daily``: the day's amplitude (0..1);
-    ``weekend``: the weekend's factor; ``peak_hour``: the busiest hour (UTC).
+    ``weekend``: the weekend's factor; ``peak_hour``: the busiest hour (UTC);
+    ``flavor_family``: requests of ``n`` GPUs come with flavor ``<family>.<n>gpu``.
     """
 
     model: str
@@ -43,6 +44,7 @@ class DemandStream:
     refused: float = 0.02
     sizes: Sequence[int] = (1, 2, 4, 8)
     size_weights: Sequence[float] = (0.4, 0.3, 0.2, 0.1)
+    flavor_family: str = "gpu"
 
     def rate(self, start: datetime, at: datetime) -> float:
         """Expected requests in the hour beginning ``at``."""
@@ -54,9 +56,10 @@ class DemandStream:
 
 #: Streams of the demo fleet's models (``etc/cortex/demo-fleet.yaml``).
 DEMO_STREAMS = (
-    DemandStream("NVIDIA H100 80GB HBM3", "az-1", 0.25, trend=0.012),
-    DemandStream("NVIDIA A100 80GB PCIe", "az-1", 0.1, trend=0.004, weekend=0.6),
-    DemandStream("NVIDIA L40S", "az-1", 0.08, trend=0.0, daily=0.3),
+    DemandStream("NVIDIA H100 80GB HBM3", "az-1", 0.25, trend=0.012, flavor_family="h1"),
+    DemandStream("NVIDIA A100 80GB PCIe", "az-1", 0.1, trend=0.004, weekend=0.6,
+                 flavor_family="a1"),
+    DemandStream("NVIDIA L40S", "az-1", 0.08, trend=0.0, daily=0.3, flavor_family="l1"),
 )
 
 
@@ -83,6 +86,7 @@ def generate(streams: Sequence[DemandStream], end: datetime, days: float = 90,
                 yield {"decision_id": str(uuid.UUID(int=int(rng.integers(0, 2**63)) << 64
                                                     | hour, version=4)),
                        "created_at": moment, "service": service, "model": stream.model,
+                       "flavor": f"{stream.flavor_family}.{gpus}gpu",
                        "availability_zone": stream.availability_zone, "gpus": gpus,
                        "vgpus": 0, "outcome": "refused" if refused else "placed",
                        "host": None, "power_delta_watts": None if refused else 300.0 * gpus}

@@ -15,6 +15,9 @@ them would be far too pessimistic over two weeks. The pessimistic days are the
 ``(1 - coverage) / 2`` quantile of the paths' exhaustion times (a path that never
 runs out counts as never).
 
+Flavor families (``g5`` of ``g5.2xlarge``) get forecasts of their demand alone: a
+family has no supply of its own.
+
 Each (model, zone) that has supply or demand gets a forecast, and each model one over
 all zones (``availability_zone`` None: demand that named no zone counts there, with
 every zone's GPUs as supply). Refused demand counts as demand: a cloud refusing GPU
@@ -24,7 +27,7 @@ requests is out of GPUs already.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -44,7 +47,8 @@ class ForecastSettings:
 
     ``backtest_folds``: rolling origins of the backtest (0: none); ``series_hours``: the
     hours of history a document carries for charts; ``paths``: simulated futures for the
-    pessimistic side (at least 20); ``seed`` seeds them.
+    pessimistic side (at least 20); ``seed`` seeds them; ``family_separators``: the
+    characters that end a flavor family's name (:func:`flavor_family`).
     """
 
     horizon: int = 14 * 24
@@ -54,6 +58,7 @@ class ForecastSettings:
     series_hours: int = 14 * 24
     paths: int = 200
     seed: int = 0
+    family_separators: str = "."
 
     def __post_init__(self) -> None:
         """Horizon and history of at least an hour; coverage in (0, 1); folds >= 0."""
@@ -127,23 +132,42 @@ def _days(hours: float) -> float | None:
     return None if not np.isfinite(hours) else round(float(hours) / 24, 2)
 
 
+def flavor_family(name: str | None, separators: str = ".") -> str:
+    """The family of a flavor: its name up to the first of ``separators``.
+
+    ``g5.2xlarge`` is family ``g5`` with the default ``.``; a name without a separator is
+    its own family; a request without a flavor name counts as family ``-``.
+    """
+    if not name:
+        return "-"
+    cut = min((i for i in (name.find(c) for c in separators) if i > 0), default=len(name))
+    return name[:cut]
+
+
 def forecast_documents(rows: Sequence[HourlyDemand],
                        supply: dict[tuple[str, str | None], Supply], now: datetime,
                        settings: ForecastSettings = ForecastSettings(),
-                       first: datetime | None = None) -> list[dict[str, Any]]:
+                       first: datetime | None = None,
+                       flavor_rows: Sequence[HourlyDemand] = ()) -> list[dict[str, Any]]:
     """One forecast document per (model, zone) with supply or demand, by model and zone.
 
-    ``rows``: hourly demand (:meth:`cortex.store.demand.DemandStore.hourly`) of the last
-    ``settings.history`` hours before ``now``'s hour; ``first``: when the oldest kept
-    demand was written (the series start no earlier: hours before it are unknown, not
-    zero). A document: ``computed_at``, ``model``, ``availability_zone``,
-    ``horizon_hours``, ``supply_gpus``, ``used_gpus``, ``free_gpus``,
-    ``days_to_exhaustion``, ``days_to_exhaustion_pessimistic``, ``method``, ``coverage``,
-    ``history_hours`` (hours fitted on), ``demand_gpus_per_day`` (last week's mean),
-    ``forecast_gpus_per_day`` (the horizon's mean), ``holding_hours`` (W, None when
-    unknown), ``backtest`` (:meth:`cortex.forecast.model.Backtest.as_dict` or None),
-    ``history`` (``[{"at", "gpus"}]`` hourly, the last ``series_hours``) and ``points``
-    (``[{"at", "gpus", "lower", "upper", "in_use", "in_use_pessimistic"}]`` hourly).
+    ``rows``: hourly demand per GPU model (:meth:`cortex.store.demand.DemandStore.hourly`)
+    of the last ``settings.history`` hours before ``now``'s hour; ``first``: when the
+    oldest kept demand was written (the series start no earlier: hours before it are
+    unknown, not zero). ``flavor_rows``: the same per flavor name (``by="flavor"``); each
+    flavor family (:func:`flavor_family` with ``settings.family_separators``) then gets
+    documents of its own after the models', of demand alone (``flavor_family`` set,
+    ``model`` ``any``, supply, GPUs in use and days to exhaustion None).
+
+    A document: ``computed_at``, ``model``, ``flavor_family`` (None for a model),
+    ``availability_zone``, ``horizon_hours``, ``supply_gpus``, ``used_gpus``,
+    ``free_gpus``, ``days_to_exhaustion``, ``days_to_exhaustion_pessimistic``, ``method``,
+    ``coverage``, ``history_hours`` (hours fitted on), ``demand_gpus_per_day`` (last
+    week's mean), ``forecast_gpus_per_day`` (the horizon's mean), ``holding_hours`` (W,
+    None when unknown), ``backtest`` (:meth:`cortex.forecast.model.Backtest.as_dict` or
+    None), ``history`` (``[{"at", "gpus"}]`` hourly, the last ``series_hours``) and
+    ``points`` (``[{"at", "gpus", "lower", "upper", "in_use", "in_use_pessimistic"}]``
+    hourly).
     """
     end = hour_floor(now)
     since = end - settings.history * HOUR
@@ -153,51 +177,67 @@ def forecast_documents(rows: Sequence[HourlyDemand],
     series = demand_series(rows, since, hours)
     keys = set(series) | {k for k in supply if k[0] != ANY_MODEL}
     computed = now.astimezone(UTC).isoformat()
+    window = (since, end, settings, computed)
     documents = []
     for key in sorted(keys, key=lambda k: (k[0], k[1] or "")):
         asked, placed = series.get(key, (np.zeros(hours), np.zeros(hours)))
-        documents.append(_document(key, asked, placed, supply.get(key, Supply()), since, end,
-                                   settings, computed))
+        documents.append(_document(key, asked, placed, supply.get(key, Supply()), *window))
+    families = demand_series([replace(r, model=flavor_family(r.model,
+                                                             settings.family_separators))
+                              for r in flavor_rows], since, hours)
+    for (family, zone), (asked, placed) in sorted(families.items(),
+                                                  key=lambda i: (i[0][0], i[0][1] or "")):
+        documents.append(_document((ANY_MODEL, zone), asked, placed, None, *window,
+                                   family=family))
     return documents
 
 
 def _document(key: tuple[str, str | None], asked: np.ndarray, placed: np.ndarray,
-              supply: Supply, since: datetime, end: datetime, settings: ForecastSettings,
-              computed: str) -> dict[str, Any]:
-    """The forecast document of one (model, zone) (see :func:`forecast_documents`)."""
+              supply: Supply | None, since: datetime, end: datetime,
+              settings: ForecastSettings, computed: str,
+              family: str | None = None) -> dict[str, Any]:
+    """The forecast document of one (model, zone), or of a flavor family's demand alone."""
     predicted = model.forecast(asked, since, settings.horizon, settings.coverage,
                                settings.paths, settings.seed)
     recent = placed[-model.WEEK:]
     placed_rate = float(recent.mean()) if len(recent) else 0.0
-    in_use = project_in_use(supply.used, placed_rate, predicted.mean)
-    assert predicted.paths is not None
-    on_paths = project_in_use(supply.used, placed_rate, predicted.paths)
-    in_use_high = np.quantile(on_paths, 0.5 + settings.coverage / 2, axis=0)
-    early = float(np.quantile(exhaustion_hours(supply.used, supply.total, on_paths),
-                              0.5 - settings.coverage / 2, method="lower"))
     check = (model.backtest(asked, since, folds=settings.backtest_folds,
                             coverage=settings.coverage) if settings.backtest_folds else None)
     shown = asked[-settings.series_hours:]
     shown_from = end - len(shown) * HOUR
+    ahead: dict[str, Any] = {"supply_gpus": None, "used_gpus": None, "free_gpus": None,
+                             "days_to_exhaustion": None, "days_to_exhaustion_pessimistic": None,
+                             "holding_hours": None}
+    in_use = in_use_high = [None] * len(predicted.mean)
+    if supply is not None:
+        assert predicted.paths is not None
+        projected = project_in_use(supply.used, placed_rate, predicted.mean)
+        on_paths = project_in_use(supply.used, placed_rate, predicted.paths)
+        early = float(np.quantile(exhaustion_hours(supply.used, supply.total, on_paths),
+                                  0.5 - settings.coverage / 2, method="lower"))
+        in_use = [round(float(u), 2) for u in projected]
+        in_use_high = [round(float(u), 2) for u in
+                       np.quantile(on_paths, 0.5 + settings.coverage / 2, axis=0)]
+        ahead = {"supply_gpus": supply.total, "used_gpus": supply.used,
+                 "free_gpus": supply.free,
+                 "days_to_exhaustion": _days(float(exhaustion_hours(supply.used, supply.total,
+                                                                    projected))),
+                 "days_to_exhaustion_pessimistic": _days(early),
+                 "holding_hours": round(supply.used / placed_rate, 1)
+                 if placed_rate and supply.used else None}
     return {
-        "computed_at": computed, "model": key[0], "availability_zone": key[1],
-        "horizon_hours": settings.horizon, "supply_gpus": supply.total,
-        "used_gpus": supply.used, "free_gpus": supply.free,
-        "days_to_exhaustion": _days(float(exhaustion_hours(supply.used, supply.total,
-                                                           in_use))),
-        "days_to_exhaustion_pessimistic": _days(early),
+        "computed_at": computed, "model": key[0], "flavor_family": family,
+        "availability_zone": key[1], "horizon_hours": settings.horizon, **ahead,
         "method": predicted.method, "coverage": settings.coverage, "history_hours": len(asked),
         "demand_gpus_per_day": round(float(asked[-model.WEEK:].mean()) * 24, 2)
         if len(asked) else 0.0,
         "forecast_gpus_per_day": round(float(predicted.mean.mean()) * 24, 2),
-        "holding_hours": round(supply.used / placed_rate, 1) if placed_rate and supply.used
-        else None,
         "backtest": check.as_dict() if check is not None else None,
         "history": [{"at": (shown_from + i * HOUR).isoformat(), "gpus": float(v)}
                     for i, v in enumerate(shown)],
         "points": [{"at": (end + i * HOUR).isoformat(), "gpus": round(float(m), 3),
                     "lower": round(float(lo), 3), "upper": round(float(hi), 3),
-                    "in_use": round(float(u), 2), "in_use_pessimistic": round(float(p), 2)}
+                    "in_use": u, "in_use_pessimistic": p}
                    for i, (m, lo, hi, u, p) in enumerate(zip(
                        predicted.mean, predicted.lower, predicted.upper, in_use, in_use_high,
                        strict=True))],

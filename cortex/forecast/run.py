@@ -31,7 +31,9 @@ def settings_from_conf(conf: Config, horizon_days: float | None = None) -> Forec
     horizon = horizon_days if horizon_days is not None else conf.get("forecast", "horizon_days")
     return ForecastSettings(horizon=max(1, round(horizon * 24)),
                             history=max(1, round(conf.get("forecast", "history_days") * 24)),
-                            coverage=conf.get("forecast", "coverage"))
+                            coverage=conf.get("forecast", "coverage"),
+                            family_separators=conf.get("forecast",
+                                                       "flavor_family_separators"))
 
 
 def compute(bind: Engine | Connection, settings: ForecastSettings,
@@ -47,5 +49,6 @@ def compute(bind: Engine | Connection, settings: ForecastSettings,
     view = view if view is not None else load_view(bind)
     store = DemandStore(bind)
     end = hour_floor(now)
-    rows = store.hourly(end - settings.history * HOUR, end)
-    return forecast_documents(rows, gpu_supply(view), now, settings, store.first())
+    since = end - settings.history * HOUR
+    return forecast_documents(store.hourly(since, end), gpu_supply(view), now, settings,
+                              store.first(), store.hourly(since, end, by="flavor"))

@@ -51,7 +51,7 @@ def gpu_demand(request: Any, view: KnowledgeView, result: tuple[str, ...],
 
     ``request``: the parsed request (only a :class:`NovaRequest` create with GPUs or vGPUs
     counts); ``result``: the hosts answered, best first (empty: refused). Returns
-    ``{"model", "availability_zone", "gpus", "vgpus", "outcome", "host",
+    ``{"model", "flavor", "availability_zone", "gpus", "vgpus", "outcome", "host",
     "power_delta_watts"}``: whole GPUs and vGPUs over all ``num_instances``; outcome
     ``placed`` or ``refused``; the zone the request asked for, else the first host's;
     the watts the first host would draw more for the whole GPUs
@@ -69,7 +69,8 @@ def gpu_demand(request: Any, view: KnowledgeView, result: tuple[str, ...],
         weigher = GpuEnergyWeigher(energy or GpuEnergyOptions()).bind(request, view)
         power = round(weigher.added_watts(host) * request.gpu_count * request.num_instances, 1)
     zone = request.availability_zone or (host.availability_zone if host is not None else None)
-    return {"model": requested_model(request, view, host), "availability_zone": zone,
+    return {"model": requested_model(request, view, host), "flavor": request.flavor.name,
+            "availability_zone": zone,
             "gpus": request.gpu_count * request.num_instances,
             "vgpus": vgpus * request.num_instances,
             "outcome": "placed" if result else "refused",

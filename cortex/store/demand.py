@@ -45,15 +45,23 @@ def demand_row(decision: Decision) -> dict[str, Any] | None:
         return None
     return {"decision_id": decision.id, "created_at": decision.created_at,
             "service": decision.service, "model": str(demand.get("model") or "any"),
-            "availability_zone": demand.get("availability_zone"),
+            "flavor": demand.get("flavor"), "availability_zone": demand.get("availability_zone"),
             "gpus": int(demand.get("gpus") or 0), "vgpus": int(demand.get("vgpus") or 0),
             "outcome": demand.get("outcome") or "placed", "host": demand.get("host"),
             "power_delta_watts": demand.get("power_delta_watts")}
 
 
+#: What :meth:`DemandStore.hourly` can sum by, besides the zone.
+DEMAND_GROUPS = ("model", "flavor")
+
+
 @dataclass(frozen=True)
 class HourlyDemand:
-    """Whole GPUs asked in one hour for one model and zone, placed and refused."""
+    """Whole GPUs asked in one hour for one model (or flavor) and zone, placed and refused.
+
+    ``model`` is the GPU model, or with ``by="flavor"`` the flavor's name (empty when the
+    request carried none).
+    """
 
     hour: datetime
     model: str
@@ -82,24 +90,28 @@ class DemandStore:
                 count += len(chunk)
         return count
 
-    def hourly(self, since: datetime, until: datetime) -> list[HourlyDemand]:
-        """Whole GPUs asked per hour, model and zone in ``[since, until)``, by hour.
+    def hourly(self, since: datetime, until: datetime, by: str = "model"
+               ) -> list[HourlyDemand]:
+        """Whole GPUs asked per hour, model (or flavor) and zone in ``[since, until)``.
 
         Summed in the database (``date_trunc`` on PostgreSQL, ``strftime`` on SQLite), so
-        the rows read are one per hour, model, zone and outcome, not one per decision.
-        Hours without demand are absent. ``hour`` is timezone-aware UTC.
+        the rows read are one per hour, group, zone and outcome, not one per decision.
+        Hours without demand are absent. ``hour`` is timezone-aware UTC. ``by``: one of
+        :data:`DEMAND_GROUPS`; ValueError otherwise.
         """
+        if by not in DEMAND_GROUPS:
+            raise ValueError(f"demand is summed by {' or '.join(DEMAND_GROUPS)}, not {by!r}")
+        group = GpuDemand.model if by == "model" else GpuDemand.flavor
         dialect = self._bind.dialect.name
         if dialect == "postgresql":
             hour = func.date_trunc("hour", func.timezone("UTC", GpuDemand.created_at))
         else:
             hour = func.strftime("%Y-%m-%d %H:00:00", GpuDemand.created_at)
-        query = (select(hour.label("hour"), GpuDemand.model, GpuDemand.availability_zone,
+        query = (select(hour.label("hour"), group, GpuDemand.availability_zone,
                         GpuDemand.outcome, func.sum(GpuDemand.gpus))
                  .where(GpuDemand.created_at >= since, GpuDemand.created_at < until,
                         GpuDemand.gpus > 0)
-                 .group_by(hour, GpuDemand.model, GpuDemand.availability_zone,
-                           GpuDemand.outcome)
+                 .group_by(hour, group, GpuDemand.availability_zone, GpuDemand.outcome)
                  .order_by(hour))
         sums: dict[tuple, list[int]] = {}
         with _connected(self._bind) as connection:
@@ -107,7 +119,7 @@ class DemandStore:
                 if isinstance(at, str):
                     at = datetime.fromisoformat(at)
                 at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
-                entry = sums.setdefault((at, model, zone), [0, 0])
+                entry = sums.setdefault((at, model or "", zone), [0, 0])
                 entry[0 if outcome == "placed" else 1] += int(gpus or 0)
         return [HourlyDemand(at, model, zone, placed, refused)
                 for (at, model, zone), (placed, refused) in sums.items()]
@@ -144,6 +156,7 @@ class ForecastStore:
         """
         rows = [{"computed_at": datetime.fromisoformat(f["computed_at"]), "model": f["model"],
                  "availability_zone": f["availability_zone"],
+                 "flavor_family": f.get("flavor_family"),
                  "horizon_hours": f["horizon_hours"], "supply_gpus": f["supply_gpus"],
                  "used_gpus": f["used_gpus"], "days_to_exhaustion": f["days_to_exhaustion"],
                  "days_to_exhaustion_pessimistic": f["days_to_exhaustion_pessimistic"],
@@ -154,8 +167,10 @@ class ForecastStore:
                 connection.execute(insert(GpuForecast), rows)
 
     def latest(self) -> list[dict[str, Any]]:
-        """The stored forecast documents, by model, then zone (all zones first)."""
+        """The stored forecast documents: GPU models, then flavor families; by zone."""
         with _connected(self._bind) as connection:
             rows = connection.execute(select(GpuForecast.document)).scalars().all()
         return sorted((dict(r) for r in rows),
-                      key=lambda d: (d["model"], d["availability_zone"] or ""))
+                      key=lambda d: (d.get("flavor_family") is not None,
+                                     d.get("flavor_family") or "", d["model"],
+                                     d["availability_zone"] or ""))

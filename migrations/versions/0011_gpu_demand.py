@@ -1,8 +1,8 @@
 """GPU demand and its forecasts (issue 23).
 
 ``gpu_demand`` keeps one row per live scheduling decision that asked for GPUs (whole
-GPUs or vGPUs): when, which GPU model and availability zone, how many, placed or
-refused, where, and the power the placement was expected to add. It outlives the
+GPUs or vGPUs): when, which GPU model, flavor and availability zone, how many, placed
+or refused, where, and the power the placement was expected to add. It outlives the
 decision log (its own retention), since a forecast with weekly seasonality needs
 weeks of history. ``gpu_forecasts`` holds the latest forecast per GPU model and
 availability zone, replaced whole by each computation.
@@ -31,6 +31,7 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("service", sa.String(16), nullable=False),
         sa.Column("model", sa.String(255), nullable=False),
+        sa.Column("flavor", sa.String(255)),
         sa.Column("availability_zone", sa.String(255)),
         sa.Column("gpus", sa.Integer, nullable=False),
         sa.Column("vgpus", sa.Integer, nullable=False),
@@ -45,9 +46,10 @@ def upgrade() -> None:
         sa.Column("computed_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("model", sa.String(255), nullable=False),
         sa.Column("availability_zone", sa.String(255)),
+        sa.Column("flavor_family", sa.String(255)),
         sa.Column("horizon_hours", sa.Integer, nullable=False),
-        sa.Column("supply_gpus", sa.Integer, nullable=False),
-        sa.Column("used_gpus", sa.Integer, nullable=False),
+        sa.Column("supply_gpus", sa.Integer),
+        sa.Column("used_gpus", sa.Integer),
         sa.Column("days_to_exhaustion", sa.Float),
         sa.Column("days_to_exhaustion_pessimistic", sa.Float),
         sa.Column("method", sa.String(128), nullable=False),

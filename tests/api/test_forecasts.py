@@ -66,6 +66,8 @@ def test_a_gpu_create_is_recorded_as_demand_placed(client, app, engine, clean):
         H100, "az-1", 2, 0)
     assert (row["outcome"], row["host"], row["service"]) == ("placed", first, "nova")
     assert row["power_delta_watts"] > 0
+    assert row["flavor"] == load_body(GPU_BODY)["spec"]["nova_object.data"]["flavor"][
+        "nova_object.data"]["name"]
     decision = client.get(f"/v1/decisions/{row['decision_id']}").get_json()
     assert decision["demand"]["model"] == H100 and decision["demand"]["outcome"] == "placed"
 
@@ -118,6 +120,12 @@ def test_forecasts_served_as_stored(client, engine, clean):
                                                            "availability_zone": ""})
     assert [f["availability_zone"] for f in everywhere.get_json()["forecasts"]] == [None]
     assert_error(client.get("/v1/forecasts?series=maybe"), 400)
+    families = client.get("/v1/forecasts?flavor_family=gpu").get_json()["forecasts"]
+    assert {(f["flavor_family"], f["availability_zone"]) for f in families} == {
+        ("gpu", None), ("gpu", "az-1")}, "the generator's flavors are gpu.<n>gpu"
+    assert all(f["supply_gpus"] is None for f in families)
+    models = client.get("/v1/forecasts?flavor_family=").get_json()["forecasts"]
+    assert models and all(f["flavor_family"] is None for f in models)
 
 
 def test_days_to_exhaustion_exported(client, engine, clean):
@@ -126,7 +134,8 @@ def test_days_to_exhaustion_exported(client, engine, clean):
     families = {f.name: f for f in text_string_to_metric_families(text)}
     samples = {(s.labels["model"], s.labels["availability_zone"]): s.value
                for s in families["cortex_gpu_days_to_exhaustion"].samples}
-    for document in documents:
+    assert "any" not in {model for model, _ in samples}, "flavor families have no supply"
+    for document in [d for d in documents if d["flavor_family"] is None]:
         expected = document["days_to_exhaustion"]
         value = samples[(document["model"], document["availability_zone"] or "")]
         assert value == (math.inf if expected is None else expected)

@@ -39,14 +39,18 @@ def forecasts(engine):
 
 def test_page_draws_every_forecast_soonest_first(client, forecasts):
     page = client.get("/ui/forecasts?refresh=0").get_data(as_text=True)
-    sections = re.findall(r'<section class="forecast" data-model="([^"]*)" data-zone="([^"]*)"',
-                          page)
+    sections = re.findall(r'<section class="forecast" data-model="([^"]*)" '
+                          r'data-family="([^"]*)" data-zone="([^"]*)"', page)
     assert len(sections) == len(forecasts)
-    order = {(d["model"], d["availability_zone"] or ""): d for d in forecasts}
+    order = {(d["model"], d["flavor_family"] or "", d["availability_zone"] or ""): d
+             for d in forecasts}
     days = [order[s]["days_to_exhaustion"] for s in sections]
     known = [d for d in days if d is not None]
     assert known == sorted(known) and days[:len(known)] == known, "soonest first, never last"
     assert page.count('class="band"') == len(forecasts)
+    families = [d for d in forecasts if d["flavor_family"]]
+    assert families and page.count("flavor family gpu") == len(families)
+    assert page.count('class="chart forecast-in-use"') == len(forecasts) - len(families)
     assert 'hx-get' not in page.split('id="forecasts-panel"')[1][:200], "refresh=0: not live"
     assert 'id="energy"' in page and "<td>az-1</td>" in page
 

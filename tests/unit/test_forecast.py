@@ -11,6 +11,7 @@ from cortex.forecast.plan import (
     ForecastSettings,
     demand_series,
     exhaustion_hours,
+    flavor_family,
     forecast_documents,
     project_in_use,
 )
@@ -152,3 +153,31 @@ def test_settings_refuse_nonsense():
     for bad in ({"horizon": 0}, {"coverage": 1.5}, {"backtest_folds": -1}, {"paths": 5}):
         with pytest.raises(ValueError):
             ForecastSettings(**bad)
+
+
+def test_flavor_families():
+    assert flavor_family("g5.2xlarge") == "g5"
+    assert flavor_family("gpu-2xh100-pinned") == "gpu-2xh100-pinned"
+    assert flavor_family("gpu-2xh100-pinned", "-.") == "gpu"
+    assert flavor_family(".hidden") == ".hidden", "a separator first cuts nothing"
+    assert flavor_family(None) == flavor_family("") == "-"
+
+
+def test_flavor_families_forecast_demand_alone():
+    hour = END - timedelta(hours=1)
+    rows = [HourlyDemand(hour, H100, "az-1", 4, 0)]
+    flavors = [HourlyDemand(hour, "h1.2gpu", "az-1", 2, 0),
+               HourlyDemand(hour, "h1.4gpu", "az-1", 0, 4),
+               HourlyDemand(hour, "l1.1gpu", "az-2", 1, 0)]
+    settings = ForecastSettings(horizon=24, history=48, paths=20, backtest_folds=0)
+    documents = forecast_documents(rows, {(H100, "az-1"): Supply(8, 2)}, END, settings,
+                                   flavor_rows=flavors)
+    families = [(d["flavor_family"], d["availability_zone"]) for d in documents
+                if d["flavor_family"]]
+    assert families == [("h1", None), ("h1", "az-1"), ("l1", None), ("l1", "az-2")]
+    h1 = next(d for d in documents if (d["flavor_family"], d["availability_zone"])
+              == ("h1", "az-1"))
+    assert h1["history"][-1]["gpus"] == 6.0, "placed and refused of both flavors"
+    assert h1["model"] == "any" and h1["supply_gpus"] is None
+    assert h1["days_to_exhaustion"] is None and h1["points"][0]["in_use"] is None
+    assert all(d["flavor_family"] is None for d in documents[:2]), "models first"
