@@ -74,6 +74,19 @@ def pool(name, az="eu-de-1a", total=1000.0, free=500.0, provisioned=0.0, reserve
                             MappingProxyType(dict(features or {})), count)
 
 
+class ViewCache:
+    """A KnowledgeCache stand-in: one view, read a second ago."""
+
+    def __init__(self, current):
+        self.current = current
+
+    def view(self):
+        return self.current
+
+    def age(self):
+        return 1.0
+
+
 def view(*hosts, pools=(), service="cinder", version=1):
     """A KnowledgeView of the given hosts and (one service's) pools."""
     pools_by_service = {service: MappingProxyType({p.name: p for p in pools})} if pools else {}

@@ -109,7 +109,9 @@ def test_static_files_are_served(client):
 
 
 @pytest.mark.parametrize("path", ["/ui", "/ui/decisions", "/ui/pipelines", "/ui/hosts/cmp0000",
-                                  "/ui/descheduler"])
+                                  "/ui/descheduler", "/ui/timeline", "/ui/timeline/panel",
+                                  "/ui/gpus", "/ui/gpus/panel", "/ui/forecasts",
+                                  "/ui/forecasts/panel"])
 def test_dashboard_needs_the_reader_role(engine, database_url, path):
     conf = make_conf(**{"api.auth_strategy": "static", "database.connection": database_url,
                         "api.static_tokens": "ops:reader:r-token,hv:agent:a-token"})

@@ -18,7 +18,6 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import CompileError
 
 from cortex.api import ui
-from cortex.api.app import create_app
 from cortex.db import migrate
 from cortex.db.engine import make_engine
 from cortex.db.models import Decision as DecisionRow
@@ -26,7 +25,6 @@ from cortex.decision import Decision
 from cortex.ids import new_uuid
 from cortex.store import timeline
 from cortex.store.timeline import EpochBucket, bucket_seconds, decision_timeline
-from tests.api.conftest import make_conf
 from tests.api.test_contract import assert_error
 from tests.conftest import REPO, demo_database
 
@@ -285,19 +283,6 @@ def test_bad_query_arguments_are_a_short_400(client, path, query):
     response = client.get(f"{path}?{query}", headers={"Accept": "text/html"})
     error = assert_error(response, 400)
     assert len(response.get_data()) < 400 and query.split("=")[0] in error["detail"]
-
-
-@pytest.mark.parametrize("path", ["/ui/timeline", "/ui/timeline/panel", "/ui/gpus",
-                                  "/ui/gpus/panel"])
-def test_the_new_pages_need_the_reader_role(engine, database_url, path):
-    conf = make_conf(**{"api.auth_strategy": "static", "database.connection": database_url,
-                        "api.static_tokens": "ops:reader:r-token,hv:agent:a-token"})
-    app = create_app(conf, engine=engine)
-    client = app.test_client()
-    assert_error(client.get(path), 401)
-    assert_error(client.get(path, headers={"X-Auth-Token": "a-token"}), 403)
-    assert client.get(path, headers={"X-Auth-Token": "r-token"}).status_code == 200
-    app.extensions["cortex"].decisions.close()
 
 
 def test_navigation_links_both_pages_and_loads_the_vendored_htmx(client):

@@ -13,7 +13,7 @@ from cortex.knowledge.energy import host_power, zone_energy
 from cortex.sync.sources.prometheus import load_queries
 from tests.conftest import REPO
 from tests.fake_topology import hgx, topology_host
-from tests.fakes import host, inventory, view
+from tests.fakes import ViewCache, host, inventory, view
 
 
 def nvml_hgx(*watts):
@@ -175,19 +175,6 @@ def test_host_series_can_be_turned_off():
     assert samples(families)[("cortex_zone_gpu_power_watts", "az-a")] == 1400.0
 
 
-class Cache:
-    """A KnowledgeCache stand-in holding one view."""
-
-    def __init__(self, current):
-        self.current = current
-
-    def view(self):
-        return self.current
-
-    def age(self):
-        return 1.0
-
-
 def test_the_collector_computes_energy_once_per_view(monkeypatch):
     import cortex.api.metrics as metrics
 
@@ -195,7 +182,7 @@ def test_the_collector_computes_energy_once_per_view(monkeypatch):
     real = metrics.energy_families
     monkeypatch.setattr(metrics, "energy_families",
                         lambda v, s: calls.append(v) or real(v, s))
-    cache = Cache(fleet())
+    cache = ViewCache(fleet())
     collector = KnowledgeCollector(cache, energy=EnergySettings({"az-a": 120.0}))
     for _ in range(3):
         names = {f.name for f in collector.collect()}

@@ -6,23 +6,10 @@ import re
 from cortex.api.forecasts import ForecastCollector
 from cortex.api.metrics import ApiMetrics, KnowledgeCollector, kpi_families
 from tests.conftest import REPO
-from tests.fakes import host, inventory, view
+from tests.fakes import ViewCache, host, inventory, view
 
 DASHBOARD = REPO / "etc" / "cortex" / "grafana-dashboard.json"
 SUFFIXES = ("_bucket", "_count", "_sum", "_total")
-
-
-class Cache:
-    """A KnowledgeCache stand-in: one view, read a second ago."""
-
-    def __init__(self, current):
-        self.current = current
-
-    def view(self):
-        return self.current
-
-    def age(self):
-        return 1.0
 
 
 def exposed_names():
@@ -30,7 +17,7 @@ def exposed_names():
                                         "VCPU": inventory(16)}))
     names = {f.name for f in ApiMetrics().registry.collect()}
     names |= {f.name for f in kpi_families(fleet)}
-    names |= {f.name for f in KnowledgeCollector(Cache(fleet)).collect()}
+    names |= {f.name for f in KnowledgeCollector(ViewCache(fleet)).collect()}
     forecast = {"computed_at": "2026-11-26T00:00:00+00:00", "model": "H100",
                 "availability_zone": "az-1", "supply_gpus": 8, "used_gpus": 2,
                 "days_to_exhaustion": None, "days_to_exhaustion_pessimistic": 3.5}
