@@ -4,18 +4,23 @@ Each :class:`SimHost` keeps what nova-compute and Placement keep for a compute n
 the Placement usage per resource class, per NUMA cell the pinned CPUs, shared vCPU usage
 and memory of NUMA guests, the GPUs handed out and the vGPUs per GPU; nova-compute's PCI
 pools keep their first-seen (PCI address) order, a freed GPU returning to its own pool.
-A claim (:meth:`SimHost.claim`) follows nova-compute's resource
-tracker with :func:`cortex.rules.device_choice.predict_claim` as the PCI and NUMA
-model; it picks pinned CPUs core by core (siblings together, as Nova's ``prefer``
-thread policy does) and vGPUs on the first GPU with room (``vgpu_parent``). After
-every change the host answers a new immutable :class:`~cortex.knowledge.view.HostState`,
-with its instances (what the synced servers list would show) and DCGM-like features
-(``gpu.power_watts``, ``gpu.utilization``, ``gpu.temperature_celsius``, framebuffer
-bytes) modelled from the board's idle and busy watts and the GPUs in use.
+A claim (:meth:`SimHost.claim`) follows nova-compute's resource tracker with
+:func:`cortex.rules.device_choice.predict_claim` as the PCI and NUMA model, in the
+device order the host's tracker has (:data:`DEVICE_ORDERS`: PCI address order, which the
+weighers assume, or a seeded shuffle per host, as a tracker that listed its devices
+otherwise would have; the claim then records the devices the weighers' model predicted,
+so the prediction errors show); it picks pinned CPUs core by core (siblings together, as
+Nova's ``prefer`` thread policy does) and vGPUs on the first GPU with room
+(``vgpu_parent``). After every change the host answers a new immutable
+:class:`~cortex.knowledge.view.HostState`, with its instances (what the synced servers
+list would show) and DCGM-like features (``gpu.power_watts``, ``gpu.utilization``,
+``gpu.temperature_celsius``, framebuffer bytes) modelled from the board's idle and busy
+watts and the GPUs in use.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -43,12 +48,22 @@ class Allocation:
     gpus: tuple[str, ...] = ()
     vgpus: dict[str, int] = field(default_factory=dict)
     cells: tuple[int, ...] | None = None
+    predicted: tuple[str, ...] = ()
+
+
+#: The device orders a simulated nova-compute's PCI tracker may have.
+DEVICE_ORDERS = ("pci", "shuffled")
 
 
 class SimHost:
-    """One compute host's state, mutable; :meth:`state` is its immutable view."""
+    """One compute host's state, mutable; :meth:`state` is its immutable view.
 
-    def __init__(self, spec: HostSpec, pack_numa_cells: bool = False) -> None:
+    ``device_order``: the order of its tracker's device pools (:data:`DEVICE_ORDERS`);
+    ``shuffled`` draws a permutation seeded by ``seed`` and the host's name.
+    """
+
+    def __init__(self, spec: HostSpec, pack_numa_cells: bool = False,
+                 device_order: str = "pci", seed: int = 0) -> None:
         self.spec = spec
         self.pack = pack_numa_cells
         self.base = topology_from_report(board_report(spec.board))
@@ -62,7 +77,14 @@ class SimHost:
         self.cell_shared = dict.fromkeys(self.pinned, 0)
         self.gpus_in_use: set[str] = set()
         self.vgpus = {g.pci_address: 0 for g in self.base.gpus}
-        self.order = {g.pci_address: i for i, g in enumerate(self.base.gpus)}
+        addresses = [g.pci_address for g in self.base.gpus]
+        if device_order == "shuffled":
+            random.Random(f"{seed}:{spec.name}").shuffle(addresses)
+        elif device_order != "pci":
+            raise ValueError(f"device order {device_order!r} is not one of "
+                             f"{', '.join(DEVICE_ORDERS)}")
+        self.shuffled = device_order == "shuffled"
+        self.order = {a: i for i, a in enumerate(addresses)}
         self.allocations: dict[str, Allocation] = {}
         self._state: HostState | None = None
 
@@ -157,7 +179,10 @@ class SimHost:
         claim = predict_claim(topology, request, ratios[0], ratios[1], self.pack, self.order)
         if claim is None:
             return None
-        allocation = Allocation(resources, gpus=claim.devices, cells=claim.cells)
+        predicted = claim if not self.shuffled else predict_claim(
+            topology, request, ratios[0], ratios[1], self.pack)
+        allocation = Allocation(resources, gpus=claim.devices, cells=claim.cells,
+                                predicted=predicted.devices if predicted else ())
         vgpus = sum(r.count for r in request.vgpu_devices)
         if vgpus:
             parents = list(self.vgpus)
@@ -213,9 +238,11 @@ class SimHost:
 class SimCloud:
     """The fleet's hosts and the knowledge view of them at each step."""
 
-    def __init__(self, fleet: Fleet, pack_numa_cells: bool = False) -> None:
+    def __init__(self, fleet: Fleet, pack_numa_cells: bool = False,
+                 device_order: str = "pci", seed: int = 0) -> None:
         self.fleet = fleet
-        self.hosts = {spec.name: SimHost(spec, pack_numa_cells) for spec in fleet.hosts}
+        self.hosts = {spec.name: SimHost(spec, pack_numa_cells, device_order, seed)
+                      for spec in fleet.hosts}
         self.version = 0
         self.network = build_topology({}, fleet.network)
         self._view: KnowledgeView | None = None

@@ -41,7 +41,7 @@ from cortex.scheduler.service import (
     simulation,
 )
 from cortex.simulator.boards import VENDOR_NVIDIA
-from cortex.simulator.cloud import SimCloud
+from cortex.simulator.cloud import DEVICE_ORDERS, SimCloud
 from cortex.simulator.fleet import Fleet, SimulationError
 from cortex.simulator.trace import TraceRequest
 
@@ -71,6 +71,7 @@ class Decision:
     frag4: int
     frag8: int
     free_gpus: int
+    mispredicted: bool | None = None
 
 
 @dataclass
@@ -147,6 +148,16 @@ class RunResult:
         return _share(d.nvlink for d in self._multi() if d.nvlink_possible)
 
     @property
+    def misprediction_share(self) -> float | None:
+        """Share of passthrough GPU placements whose GPUs are not those the model predicted.
+
+        Only a tracker whose device order differs from the weighers' (the simulator's
+        ``device_order = shuffled``) makes any.
+        """
+        return _share(d.mispredicted for d in self.decisions
+                      if d.host and d.gpus and d.mispredicted is not None)
+
+    @property
     def numa_local_share(self) -> float | None:
         """Share of GPU placements of guests with a NUMA topology whose GPUs are on its cells."""
         return _share(d.numa_local for d in self.decisions
@@ -203,19 +214,24 @@ def request_body(request: TraceRequest, hosts: list[dict[str, str]],
 def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, pipeline: str,
            max_attempts: int = 3, pack_numa_cells: bool = False,
            max_rejections: int | None = None,
-           on_event: Callable[[str, TraceRequest, SimCloud], None] | None = None) -> RunResult:
+           on_event: Callable[[str, TraceRequest, SimCloud], None] | None = None,
+           device_order: str = "pci", seed: int = 0) -> RunResult:
     """Replay ``trace`` on a fresh copy of ``fleet`` through ``pipeline``.
 
     ``max_rejections`` stops the replay after that many rejected requests (a filled
     cloud rejects everything after). ``on_event(kind, request, cloud)`` is called after
-    each arrival and departure (to inspect the cloud). Raises SimulationError for an
-    unknown pipeline.
+    each arrival and departure (to inspect the cloud). ``device_order`` (and ``seed``):
+    the simulated trackers' device order (:data:`cortex.simulator.cloud.DEVICE_ORDERS`).
+    Raises SimulationError for an unknown pipeline or device order.
     """
+    if device_order not in DEVICE_ORDERS:
+        raise SimulationError(f"unknown device order {device_order!r} (known: "
+                              f"{', '.join(DEVICE_ORDERS)})")
     if pipeline not in pipelines.pipelines:
         raise SimulationError(f"unknown pipeline {pipeline!r} (known: "
                               f"{', '.join(sorted(pipelines.pipelines))})")
     started = time.perf_counter()
-    cloud = SimCloud(fleet, pack_numa_cells)
+    cloud = SimCloud(fleet, pack_numa_cells, device_order, seed)
     service = SchedulerService(pipelines, cloud, SETTINGS)
     hosts = [{"host": h.name, "hypervisor_hostname": h.name} for h in fleet.hosts]
     weights = dict.fromkeys(cloud.hosts, 0.0)
@@ -272,11 +288,13 @@ def _decide(cloud: SimCloud, service: SchedulerService, index: int,
         raise SimulationError(exc.detail) from None
     elapsed = (time.perf_counter() - started) * 1000
     host, reason, devices, cells, attempts = None, "no valid host", (), None, 0
+    mispredicted = None
     for name in decided.result[:max_attempts]:
         attempts += 1
         allocation = cloud.hosts[name].claim(trace_request.id, request)
         if allocation is not None:
             host, reason, devices, cells = name, None, allocation.gpus, allocation.cells
+            mispredicted = set(allocation.gpus) != set(allocation.predicted)
             break
         reason = "claims failed on nova-compute"
     nvlink = possible = local = None
@@ -291,7 +309,8 @@ def _decide(cloud: SimCloud, service: SchedulerService, index: int,
     counts = cloud.free_gpu_counts().values()
     return Decision(index, trace_request.id, trace_request.gpus, trace_request.vgpus, host,
                     reason, tuple(devices), nvlink, possible, local, elapsed, attempts,
-                    stranded(counts, 4), stranded(counts, 8), sum(f for f, _ in counts))
+                    stranded(counts, 4), stranded(counts, 8), sum(f for f, _ in counts),
+                    mispredicted if trace_request.gpus else None)
 
 
 def stranded(counts: Iterable[tuple[int, int]], k: int) -> int:

@@ -78,7 +78,9 @@ def summary(by_seed: Sequence[Sequence[RunResult]]) -> dict[str, Any]:
     (:func:`interval`), ``unallocated_gpu_pct_at`` (Weng et al.'s measure at 50, 100
     and 120 % arrived, the mean over the seeds that got there, else None),
     ``nvlink_complete_pct`` (multi-GPU placements all on NVLink where the fleet had such
-    a set), ``nvlink_all_pct``, ``numa_local_pct``, ``gpus_placed``; the subject also
+    a set), ``nvlink_all_pct``, ``numa_local_pct``, ``gpus_placed``,
+    ``mispredicted_pct`` (GPU placements whose devices the weighers' model did not
+    predict: only with a shuffled device order); the subject also
     ``paired_vs``: per other pipeline the per-seed difference of requests placed before
     the first rejection, in % of the other's, as :func:`interval` (``mean_diff_pct``,
     ``ci95``).
@@ -97,6 +99,7 @@ def summary(by_seed: Sequence[Sequence[RunResult]]) -> dict[str, Any]:
             "nvlink_complete_pct": _mean([_pct(r.nvlink_possible_share) for r in runs]),
             "nvlink_all_pct": _mean([_pct(r.nvlink_share) for r in runs]),
             "numa_local_pct": _mean([_pct(r.numa_local_share) for r in runs]),
+            "mispredicted_pct": _mean([_pct(r.misprediction_share) for r in runs]),
             "gpus_placed": statistics.fmean(r.gpus_placed("gpus") for r in runs)}
     subject = pipelines[0]
     found[subject]["paired_vs"] = {}

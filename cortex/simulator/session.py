@@ -26,7 +26,10 @@ class SimulationSpec:
     N requests only; ``max_rejections``: stop a replay after that many rejections;
     ``shuffle``: in ``fill`` mode, replay the requests in an order shuffled with this seed
     (Weng et al. draw the tasks of the trace at random); ``seeds``: replay that many
-    variants, the synthetic trace's seed (or the shuffle's) counted up from the one given.
+    variants, the synthetic trace's seed (or the shuffle's) counted up from the one given;
+    ``device_order``: the simulated trackers' device order
+    (:data:`cortex.simulator.cloud.DEVICE_ORDERS`; ``shuffled``: seeded per seed and host,
+    the prediction errors of a tracker the weighers' model does not know).
     """
 
     fleets: Sequence[str]
@@ -42,6 +45,7 @@ class SimulationSpec:
     shuffle: int | None = None
     synthetic: SyntheticSpec = field(default_factory=SyntheticSpec)
     seeds: int = 1
+    device_order: str = "pci"
 
 
 @dataclass
@@ -127,7 +131,8 @@ def simulate(spec: SimulationSpec, progress: Callable[[str], None] = lambda _: N
             for pipeline in spec.pipelines:
                 run = replay(fleet, requests, pipelines, pipeline,
                              pack_numa_cells=spec.pack_numa_cells,
-                             max_rejections=spec.max_rejections)
+                             max_rejections=spec.max_rejections,
+                             device_order=spec.device_order, seed=offset)
                 progress(f"{fleet.name}: {pipeline}: {len(run.decisions)} requests in "
                          f"{run.wall_s:.1f} s")
                 runs.append(run)

@@ -403,3 +403,21 @@ def test_paired_differences_are_per_seed():
     paired = summary(result.by_seed)[SUBJECT]["paired_vs"][BASELINE]
     assert paired["mean_diff_pct"] == pytest.approx(sum(diffs) / 3)
     assert [len({r.pipeline for r in seed}) for seed in result.by_seed] == [2, 2, 2]
+
+
+def test_a_tracker_in_another_device_order_makes_prediction_errors_visible():
+    """Shuffled device pools: nova-compute hands out GPUs the weighers did not predict."""
+    fleet = read_fleet(resolve_fleet("mixed"))
+    trace = synthetic_trace(fleet, SyntheticSpec(requests=150, seed=3, load=1.0))
+    pipelines = load_pipelines(conf.shipped_file("pipelines.yaml"))
+    exact = replay(fleet, trace, pipelines, SUBJECT)
+    shuffled = replay(fleet, trace, pipelines, SUBJECT, device_order="shuffled", seed=1)
+    assert exact.misprediction_share == 0.0, "PCI order is the weighers' own model"
+    assert shuffled.misprediction_share > 0, "packing leaves few choices, but some"
+    again = replay(fleet, trace, pipelines, SUBJECT, device_order="shuffled", seed=1)
+    assert [d.devices for d in again.decisions] == [d.devices for d in shuffled.decisions]
+    for decision in shuffled.decisions:
+        if decision.host and decision.gpus >= 2 and decision.mispredicted is False:
+            assert decision.nvlink is not None
+    with pytest.raises(SimulationError, match="unknown device order"):
+        replay(fleet, trace[:1], pipelines, SUBJECT, device_order="reversed")
