@@ -478,7 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
     sync = sub.add_parser("sync", help="sync sources from OpenStack and Prometheus")
     sync.add_argument("--once", action="store_true", help="run each source once and exit")
     sync.add_argument("--source", action="append", metavar="NAME",
-                      choices=("nova", "placement", "cinder", "manila", "keystone", "prometheus"),
+                      choices=config.SYNC_SOURCES,
                       help="only this source (repeatable; default: [sync] sources)")
     sync.set_defaults(func=sync_once)
     why = sub.add_parser("explain", help="why a decision came out as it did")

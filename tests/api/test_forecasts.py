@@ -217,3 +217,20 @@ def test_hourly_sums_on_sqlite(tmp_path):
     assert {h.hour: (h.placed, h.refused) for h in hourly} == expected
     assert all(h.hour.tzinfo is not None for h in hourly)
     sqlite.dispose()
+
+
+def test_cortex_manage_sync_runs_the_forecast_source(database_url, engine, clean, monkeypatch,
+                                                     capsys):
+    monkeypatch.setenv("CORTEX_DATABASE_CONNECTION", database_url)
+    monkeypatch.setenv("CORTEX_FORECAST_HISTORY_DAYS", "16")
+    monkeypatch.delenv("CORTEX_CONFIG_FILE", raising=False)
+    DemandStore(engine).add(generate([DemandStream(H100, "az-2", 0.5)], datetime.now(UTC),
+                                     days=16, seed=8))
+    try:
+        assert manage.main(["sync", "--once", "--source", "forecast"]) == 0
+    finally:
+        with engine.begin() as connection:
+            connection.execute(delete(SyncStatus).where(SyncStatus.source == "forecast"))
+    assert "forecast: 0 rows, 0 changed" in capsys.readouterr().out
+    assert (H100, "az-2") in {(d["model"], d["availability_zone"])
+                              for d in ForecastStore(engine).latest()}
