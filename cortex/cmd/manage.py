@@ -417,7 +417,8 @@ def simulate(conf: config.Config, args) -> int:
         max_rejections=args.max_rejections, pack_numa_cells=args.pack_numa_cells,
         models=args.models, shuffle=args.shuffle,
         synthetic=SyntheticSpec(requests=args.requests, seed=args.seed, load=args.load),
-        seeds=args.seeds, device_order=args.device_order)
+        seeds=args.seeds, device_order=args.device_order,
+        fragmentation_sizes=args.fragmentation_sizes)
     results = run(spec, progress=lambda line: print(line, file=sys.stderr))
     if args.format == "json":
         print(json.dumps({"scenarios": [
@@ -587,6 +588,9 @@ def _simulate_parser(sub) -> None:
     sim.add_argument("--device-order", choices=("pci", "shuffled"), default="pci",
                      help="the simulated nova-computes' PCI device order: pci (what the "
                           "weighers assume) or shuffled per host (their prediction errors)")
+    sim.add_argument("--fragmentation-sizes", choices=("options", "trace"), default="options",
+                     help="weigher_gpu_fragmentation's request sizes: each pipeline's options "
+                          "or the trace's own distribution (as sizes_from: demand learns it)")
     sim.add_argument("--models", help="Alibaba model rules (default: shipped)")
     sim.add_argument("--plot", metavar="PNG", help="write a plot (one per fleet: -<fleet>)")
     sim.add_argument("--seeds", type=int, default=1, metavar="N",

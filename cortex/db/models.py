@@ -753,7 +753,7 @@ class KubernetesNode(Base):
 class GpuDemand(Base):
     """One live decision that asked for GPUs, as demand (revision 0011).
 
-    ``gpus``: whole GPUs over all instances of the call; ``vgpus``: vGPUs and MIG
+    ``gpus``: whole GPUs over all ``instances`` of the call; ``vgpus``: vGPUs and MIG
     instances. ``model``: the GPU model asked for (or placed on), ``any`` when the request
     names none and nothing was placed; ``flavor``: the flavor's name. ``outcome``:
     ``placed`` or ``refused``; ``power_delta_watts``: what the first host was expected to
@@ -772,6 +772,7 @@ class GpuDemand(Base):
     availability_zone: Mapped[str | None] = mapped_column(String(255))
     gpus: Mapped[int] = mapped_column(Integer, nullable=False)
     vgpus: Mapped[int] = mapped_column(Integer, nullable=False)
+    instances: Mapped[int] = mapped_column(Integer, nullable=False, server_default="1")
     outcome: Mapped[str] = mapped_column(String(16), nullable=False)
     host: Mapped[str | None] = mapped_column(String(255))
     power_delta_watts: Mapped[float | None] = mapped_column(Float)

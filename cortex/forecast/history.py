@@ -88,5 +88,6 @@ def generate(streams: Sequence[DemandStream], end: datetime, days: float = 90,
                        "created_at": moment, "service": service, "model": stream.model,
                        "flavor": f"{stream.flavor_family}.{gpus}gpu",
                        "availability_zone": stream.availability_zone, "gpus": gpus,
-                       "vgpus": 0, "outcome": "refused" if refused else "placed",
+                       "vgpus": 0, "instances": 1,
+                       "outcome": "refused" if refused else "placed",
                        "host": None, "power_delta_watts": None if refused else 300.0 * gpus}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 from collections import defaultdict
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import groupby
 from operator import itemgetter
 from types import MappingProxyType
@@ -94,6 +94,7 @@ def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
         by_host = _aggregates_by_host(aggregates)
         stored = read_topologies(session)
         commitments = read_commitments(session)
+        sizes = read_request_sizes(session)
         return KnowledgeView(
             version=int(version),
             loaded_at=datetime.now(UTC),
@@ -104,7 +105,30 @@ def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
                                    network_keys or MetadataKeys(),
                                    stored.get(SOURCE_PROMETHEUS)),
             commitments=commitments,
+            gpu_request_sizes=sizes,
         )
+
+
+#: Days of recorded GPU creates the view's ``gpu_request_sizes`` count.
+REQUEST_SIZES_DAYS = 28.0
+
+
+def read_request_sizes(session: Session, days: float = REQUEST_SIZES_DAYS
+                       ) -> MappingProxyType:
+    """``{whole GPUs per instance: creates}`` of the last ``days`` of ``gpu_demand``.
+
+    One ``GROUP BY`` over the indexed time (a row per distinct GPUs and instances).
+    """
+    table = models.GpuDemand
+    since = datetime.now(UTC) - timedelta(days=days)
+    counts: dict[int, int] = {}
+    for gpus, instances, count in session.execute(
+            select(table.gpus, table.instances, func.count())
+            .where(table.created_at >= since, table.gpus > 0)
+            .group_by(table.gpus, table.instances)):
+        size = max(1, gpus // max(1, instances))
+        counts[size] = counts.get(size, 0) + int(count)
+    return MappingProxyType(dict(sorted(counts.items())))
 
 
 #: The well-known label of a Kubernetes node's zone.

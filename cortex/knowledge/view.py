@@ -219,6 +219,10 @@ class KnowledgeView:
     and ``overlaid`` names the hosts whose state there is not the synced view's
     (``root``'s). ``commitments`` are the committed reservations of this version
     (:class:`cortex.knowledge.commitments.Commitment`, with their holds).
+    ``gpu_request_sizes``: ``{whole GPUs per instance: creates}`` the decision log
+    recorded over the last :data:`cortex.knowledge.loader.REQUEST_SIZES_DAYS` days, placed
+    and refused (the workload's own size distribution, for
+    ``weigher_gpu_fragmentation``'s ``sizes_from: demand``).
     """
 
     version: int
@@ -229,6 +233,7 @@ class KnowledgeView:
     network: NetworkTopology = field(default_factory=NetworkTopology)
     reservations: tuple[Any, ...] = ()
     commitments: tuple[Any, ...] = ()
+    gpu_request_sizes: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
     base: KnowledgeView | None = field(default=None, repr=False, compare=False)
     overlaid: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
     _derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)

@@ -51,8 +51,8 @@ def gpu_demand(request: Any, view: KnowledgeView, result: tuple[str, ...],
 
     ``request``: the parsed request (only a :class:`NovaRequest` create with GPUs or vGPUs
     counts); ``result``: the hosts answered, best first (empty: refused). Returns
-    ``{"model", "flavor", "availability_zone", "gpus", "vgpus", "outcome", "host",
-    "power_delta_watts"}``: whole GPUs and vGPUs over all ``num_instances``; outcome
+    ``{"model", "flavor", "availability_zone", "gpus", "vgpus", "instances", "outcome",
+    "host", "power_delta_watts"}``: whole GPUs and vGPUs over all ``num_instances``; outcome
     ``placed`` or ``refused``; the zone the request asked for, else the first host's;
     the watts the first host would draw more for the whole GPUs
     (:meth:`GpuEnergyWeigher.added_watts` per GPU, with ``energy`` or the default
@@ -72,6 +72,7 @@ def gpu_demand(request: Any, view: KnowledgeView, result: tuple[str, ...],
     return {"model": requested_model(request, view, host), "flavor": request.flavor.name,
             "availability_zone": zone,
             "gpus": request.gpu_count * request.num_instances,
+            "instances": request.num_instances,
             "vgpus": vgpus * request.num_instances,
             "outcome": "placed" if result else "refused",
             "host": result[0] if result else None, "power_delta_watts": power}

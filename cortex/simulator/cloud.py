@@ -236,11 +236,17 @@ class SimHost:
 
 
 class SimCloud:
-    """The fleet's hosts and the knowledge view of them at each step."""
+    """The fleet's hosts and the knowledge view of them at each step.
+
+    ``request_sizes`` (``{GPUs: requests}``) is what the views say the decision log
+    recorded (``KnowledgeView.gpu_request_sizes``): the trace's own sizes, when replayed so.
+    """
 
     def __init__(self, fleet: Fleet, pack_numa_cells: bool = False,
-                 device_order: str = "pci", seed: int = 0) -> None:
+                 device_order: str = "pci", seed: int = 0,
+                 request_sizes: Mapping[int, int] | None = None) -> None:
         self.fleet = fleet
+        self.request_sizes = MappingProxyType(dict(request_sizes or {}))
         self.hosts = {spec.name: SimHost(spec, pack_numa_cells, device_order, seed)
                       for spec in fleet.hosts}
         self.version = 0
@@ -259,7 +265,8 @@ class SimCloud:
             return last
         self.version += 1
         self._view = KnowledgeView(self.version, EPOCH, MappingProxyType(states),
-                                   network=self.network)
+                                   network=self.network,
+                                   gpu_request_sizes=self.request_sizes)
         return self._view
 
     def free_gpu_counts(self) -> Mapping[str, tuple[int, int]]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -215,13 +215,15 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
            max_attempts: int = 3, pack_numa_cells: bool = False,
            max_rejections: int | None = None,
            on_event: Callable[[str, TraceRequest, SimCloud], None] | None = None,
-           device_order: str = "pci", seed: int = 0) -> RunResult:
+           device_order: str = "pci", seed: int = 0,
+           request_sizes: Mapping[int, int] | None = None) -> RunResult:
     """Replay ``trace`` on a fresh copy of ``fleet`` through ``pipeline``.
 
     ``max_rejections`` stops the replay after that many rejected requests (a filled
     cloud rejects everything after). ``on_event(kind, request, cloud)`` is called after
     each arrival and departure (to inspect the cloud). ``device_order`` (and ``seed``):
-    the simulated trackers' device order (:data:`cortex.simulator.cloud.DEVICE_ORDERS`).
+    the simulated trackers' device order (:data:`cortex.simulator.cloud.DEVICE_ORDERS`);
+    ``request_sizes``: the recorded creates' sizes the views carry (:class:`SimCloud`).
     Raises SimulationError for an unknown pipeline or device order.
     """
     if device_order not in DEVICE_ORDERS:
@@ -231,7 +233,7 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
         raise SimulationError(f"unknown pipeline {pipeline!r} (known: "
                               f"{', '.join(sorted(pipelines.pipelines))})")
     started = time.perf_counter()
-    cloud = SimCloud(fleet, pack_numa_cells, device_order, seed)
+    cloud = SimCloud(fleet, pack_numa_cells, device_order, seed, request_sizes)
     service = SchedulerService(pipelines, cloud, SETTINGS)
     hosts = [{"host": h.name, "hypervisor_hostname": h.name} for h in fleet.hosts]
     weights = dict.fromkeys(cloud.hosts, 0.0)

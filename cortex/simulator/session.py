@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cortex.pipeline.config import PipelineConfigError, load_pipelines
+from cortex.pipeline.config import PipelineConfigError, PipelineSet, load_pipelines
+from cortex.pipeline.overrides import with_overrides
 from cortex.simulator.fleet import Fleet, SimulationError, read_fleet
 from cortex.simulator.replay import RunResult, replay
 from cortex.simulator.trace import SyntheticSpec, TraceRequest, read_trace, synthetic_trace
@@ -29,7 +31,10 @@ class SimulationSpec:
     variants, the synthetic trace's seed (or the shuffle's) counted up from the one given;
     ``device_order``: the simulated trackers' device order
     (:data:`cortex.simulator.cloud.DEVICE_ORDERS`; ``shuffled``: seeded per seed and host,
-    the prediction errors of a tracker the weighers' model does not know).
+    the prediction errors of a tracker the weighers' model does not know);
+    ``fragmentation_sizes``: ``options`` (each pipeline's own) or ``trace``: the views
+    carry the trace's passthrough sizes as the recorded demand and every pipeline's
+    ``weigher_gpu_fragmentation`` measures against them (``sizes_from: demand``).
     """
 
     fleets: Sequence[str]
@@ -46,6 +51,7 @@ class SimulationSpec:
     synthetic: SyntheticSpec = field(default_factory=SyntheticSpec)
     seeds: int = 1
     device_order: str = "pci"
+    fragmentation_sizes: str = "options"
 
 
 @dataclass
@@ -112,6 +118,12 @@ def simulate(spec: SimulationSpec, progress: Callable[[str], None] = lambda _: N
     unknown = [p for p in spec.pipelines if p not in pipelines.pipelines]
     if unknown:
         raise SimulationError(f"unknown pipeline {unknown[0]!r} in {path}")
+    if spec.fragmentation_sizes not in FRAGMENTATION_SIZES:
+        raise SimulationError(f"fragmentation sizes come from "
+                              f"{' or '.join(FRAGMENTATION_SIZES)}, not "
+                              f"{spec.fragmentation_sizes!r}")
+    if spec.fragmentation_sizes == "trace":
+        pipelines = trace_sizes(pipelines)
     if spec.sample_nodes < 1:
         raise SimulationError("--sample-nodes must be at least 1")
     if spec.seeds < 1:
@@ -128,11 +140,14 @@ def simulate(spec: SimulationSpec, progress: Callable[[str], None] = lambda _: N
             named, requests = load_trace(seeded, fleet)
             trace_name, count = trace_name or named, count or len(requests)
             runs = []
+            sizes = (request_sizes(requests) if spec.fragmentation_sizes == "trace"
+                     else None)
             for pipeline in spec.pipelines:
                 run = replay(fleet, requests, pipelines, pipeline,
                              pack_numa_cells=spec.pack_numa_cells,
                              max_rejections=spec.max_rejections,
-                             device_order=spec.device_order, seed=offset)
+                             device_order=spec.device_order, seed=offset,
+                             request_sizes=sizes)
                 progress(f"{fleet.name}: {pipeline}: {len(run.decisions)} requests in "
                          f"{run.wall_s:.1f} s")
                 runs.append(run)
@@ -141,6 +156,25 @@ def simulate(spec: SimulationSpec, progress: Callable[[str], None] = lambda _: N
             trace_name += f", {spec.seeds} seeds"
         results.append(FleetRuns(fleet, trace_name, count, by_seed[0], by_seed))
     return results
+
+
+#: Where the fragmentation weigher's passthrough sizes come from in a simulation.
+FRAGMENTATION_SIZES = ("options", "trace")
+_FRAGMENTATION = "weigher_gpu_fragmentation"
+
+
+def request_sizes(trace: Sequence[TraceRequest]) -> dict[int, int]:
+    """``{GPUs: requests}`` of the trace's passthrough requests."""
+    return dict(Counter(r.gpus for r in trace if r.gpus))
+
+
+def trace_sizes(pipelines: PipelineSet) -> PipelineSet:
+    """``pipelines`` with every ``weigher_gpu_fragmentation`` measuring the recorded sizes."""
+    changed = {name: with_overrides(p, {_FRAGMENTATION: {"sizes_from": "demand",
+                                                          "min_learned": 1}})
+               if any(s.name == _FRAGMENTATION for s in p.weighers) else p
+               for name, p in pipelines.pipelines.items()}
+    return replace(pipelines, pipelines=changed)
 
 
 def _seeded(spec: SimulationSpec, offset: int) -> SimulationSpec:

@@ -47,6 +47,7 @@ def demand_row(decision: Decision) -> dict[str, Any] | None:
             "service": decision.service, "model": str(demand.get("model") or "any"),
             "flavor": demand.get("flavor"), "availability_zone": demand.get("availability_zone"),
             "gpus": int(demand.get("gpus") or 0), "vgpus": int(demand.get("vgpus") or 0),
+            "instances": max(1, int(demand.get("instances") or 1)),
             "outcome": demand.get("outcome") or "placed", "host": demand.get("host"),
             "power_delta_watts": demand.get("power_delta_watts")}
 

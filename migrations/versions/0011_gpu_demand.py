@@ -35,6 +35,7 @@ def upgrade() -> None:
         sa.Column("availability_zone", sa.String(255)),
         sa.Column("gpus", sa.Integer, nullable=False),
         sa.Column("vgpus", sa.Integer, nullable=False),
+        sa.Column("instances", sa.Integer, nullable=False, server_default="1"),
         sa.Column("outcome", sa.String(16), nullable=False),
         sa.Column("host", sa.String(255)),
         sa.Column("power_delta_watts", sa.Float),

@@ -16,7 +16,7 @@ from cortex.db.models import GpuDemand, GpuForecast, SyncStatus
 from cortex.forecast.history import DemandStream, generate
 from cortex.forecast.plan import ForecastSettings
 from cortex.forecast.run import compute
-from cortex.knowledge.loader import read_version
+from cortex.knowledge.loader import load_view, read_version
 from cortex.store.demand import DemandStore, ForecastStore
 from cortex.sync.runner import run_source
 from cortex.sync.sources.forecast import ForecastSource
@@ -234,3 +234,17 @@ def test_cortex_manage_sync_runs_the_forecast_source(database_url, engine, clean
     assert "forecast: 0 rows, 0 changed" in capsys.readouterr().out
     assert (H100, "az-2") in {(d["model"], d["availability_zone"])
                               for d in ForecastStore(engine).latest()}
+
+
+def test_the_view_counts_the_recorded_sizes_per_instance(engine, clean):
+    now = datetime.now(UTC)
+    rows = [{"decision_id": f"00000000-0000-4000-8000-00000000000{i}", "created_at": at,
+             "service": "nova", "model": H100, "availability_zone": "az-1", "gpus": gpus,
+             "vgpus": 0, "instances": instances, "outcome": "placed"}
+            for i, (at, gpus, instances) in enumerate([
+                (now - timedelta(hours=1), 4, 2), (now - timedelta(days=2), 2, 1),
+                (now - timedelta(days=3), 1, 1), (now - timedelta(days=40), 8, 1),
+                (now - timedelta(hours=2), 0, 1)])]
+    DemandStore(engine).add(rows)
+    assert dict(load_view(engine).gpu_request_sizes) == {1: 1, 2: 2}, \
+        "4 GPUs over 2 instances are two 2-GPU creates' worth; 40 days ago is too old"

@@ -408,3 +408,22 @@ def test_pci_weigher_stacks_by_free_devices(in_use, expected):
     assert weigh(PCIWeigher(), gpu_host(in_use=in_use), gpu_request()) == expected
     assert weigh(PCIWeigher(), host("plain"), gpu_request()) == 0.0
 
+
+
+def test_fragmentation_measures_against_the_recorded_sizes_once_enough():
+    one = gpu_request(gpus=1)
+    state = gpu_host()
+    learned = make(GpuFragmentationWeigher, sizes_from="demand", min_learned=10)
+    only_ones = replace(view(state), gpu_request_sizes={1: 40})
+    # only 1-GPU requests recorded: every free GPU serves one, a 1-GPU claim strands none
+    assert weigh(learned, state, one, only_ones) == 0.0
+    assert weigh(GpuFragmentationWeigher(), state, one, only_ones) == -2.0, "options' sizes"
+    few = replace(view(state), gpu_request_sizes={1: 9})
+    assert weigh(learned, state, one, few) == -2.0, "below min_learned: the options' sizes"
+    eights = replace(view(state), gpu_request_sizes={8: 30, 1: 10})
+    bound = learned.bind(one, eights)
+    assert bound.model.sizes == ((1, 0.25), (8, 0.75)) and bound is learned.bind(one, eights)
+    # after two distributions the shared answers did not mix: the first is asked again
+    assert weigh(learned, state, one, only_ones) == 0.0
+    with pytest.raises(OptionsError, match="sizes_from"):
+        make(GpuFragmentationWeigher, sizes_from="trace")

@@ -1,5 +1,6 @@
 """The placement simulator: boards, fleets, traces, accounting invariants, metrics, the CLI."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -421,3 +422,21 @@ def test_a_tracker_in_another_device_order_makes_prediction_errors_visible():
             assert decision.nvlink is not None
     with pytest.raises(SimulationError, match="unknown device order"):
         replay(fleet, trace[:1], pipelines, SUBJECT, device_order="reversed")
+
+
+def test_fragmentation_can_measure_against_the_traces_own_sizes():
+    from cortex.simulator.session import SimulationSpec, simulate, trace_sizes
+
+    pipelines = load_pipelines(conf.shipped_file("pipelines.yaml"))
+    changed = trace_sizes(pipelines)
+    step = next(s for s in changed.pipelines[SUBJECT].weighers
+                if s.name == "weigher_gpu_fragmentation")
+    assert (step.plugin.options.sizes_from, step.plugin.options.min_learned) == ("demand", 1)
+    assert changed.pipelines[BASELINE] is pipelines.pipelines[BASELINE], "no such weigher"
+    spec = SimulationSpec(fleets=["mixed"], trace="synthetic", pipelines=[SUBJECT],
+                          mode="fill", fragmentation_sizes="trace",
+                          synthetic=SyntheticSpec(requests=60, seed=2, load=1.0))
+    result, = simulate(spec)
+    assert result.runs[0].placed > 0
+    with pytest.raises(SimulationError, match="fragmentation sizes"):
+        simulate(dataclasses.replace(spec, fragmentation_sizes="learned"))

@@ -20,6 +20,14 @@ capacity a host can feed: per NUMA node for a guest with a NUMA topology, per ho
 the others. Capacity beyond the cap counts as fragment, so a request that eats the CPUs
 of a node with free GPUs weighs less.
 
+The workload's own sizes: with ``sizes_from: demand`` the passthrough sizes are the share
+of each size among the creates the decision log recorded over the last four weeks
+(``KnowledgeView.gpu_request_sizes``), once there are ``min_learned`` of them;
+``request_sizes`` until then. Weng et al. measure fragmentation against the workload's
+own distribution; on the Alibaba replays it lowers the unallocated GPUs on ``default``
+and costs admissions on ``multigpu50`` (README, "The simulator"), so it is not the
+default.
+
 The raw weight is ``-(F after - F before) / (GPUs asked * scale)``, with the GPUs, vGPU
 parent or MIG instances and CPUs taken being those nova-compute is predicted to claim
 (:mod:`cortex.rules.device_choice`): negative when the request breaks capacity that
@@ -34,9 +42,10 @@ negative multiplier spreads instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
-from cortex.knowledge.view import HostState
+from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
 from cortex.plugins.topology_options import shared_answer
@@ -47,6 +56,8 @@ from cortex.request import (
 from cortex.rules.fragmentation import FragmentationModel, parse_sizes
 from cortex.rules.gpu_sets import LEVELS
 
+#: Where the passthrough request sizes come from: the options or the recorded demand.
+SIZES_FROM = ("options", "demand")
 #: The inventories the fragmentation of a host reads (fragmentation.host_room, vgpu_slots).
 _READ = frozenset({"PCPU", "VCPU", "MEMORY_MB", "VGPU"})
 
@@ -58,6 +69,8 @@ class GpuFragmentationOptions:
     ``cpus_per_gpu``/``memory_mb_per_gpu``: None takes the request's own per GPU, 0 turns
     the limit off. ``packing_host_numa_cells``: Nova's ``[compute]
     packing_host_numa_cells_allocation_strategy`` on the computes, for the prediction.
+    ``sizes_from``: ``options`` (``request_sizes``) or ``demand`` (the recorded creates'
+    sizes, :data:`SIZES_FROM`) once ``min_learned`` creates are recorded.
     """
 
     request_sizes: dict[str, float] = field(
@@ -73,6 +86,8 @@ class GpuFragmentationOptions:
     memory_mb_per_gpu: float | None = 32768.0
     scale: float = 1.0
     packing_host_numa_cells: bool = False
+    sizes_from: str = "options"
+    min_learned: int = 100
 
     def __post_init__(self) -> None:
         """Sizes are positive counts with shares >= 0 (not all 0); a known level; scale > 0."""
@@ -80,6 +95,10 @@ class GpuFragmentationOptions:
             parse_sizes(getattr(self, name), name)
         if self.min_link not in LEVELS:
             raise ValueError(f"min_link must be one of {', '.join(LEVELS)}")
+        if self.sizes_from not in SIZES_FROM:
+            raise ValueError(f"sizes_from must be one of {', '.join(SIZES_FROM)}")
+        if self.min_learned < 1:
+            raise ValueError("min_learned must be at least 1")
         if self.scale <= 0 or (self.cpus_per_gpu or 0) < 0 or (self.memory_mb_per_gpu or 0) < 0:
             raise ValueError("scale must be > 0, cpus_per_gpu and memory_mb_per_gpu >= 0")
 
@@ -104,9 +123,33 @@ class GpuFragmentationWeigher(Weigher[NovaRequest, HostState]):
         """The request's topology key: its answers depend on nothing else of it."""
         return request.topology_key
 
+    learned: tuple = ()
+
     def __init__(self, options=None) -> None:
         super().__init__(options)
         self.model = self.options.model()
+
+    def bind(self, request: NovaRequest, view: KnowledgeView) -> GpuFragmentationWeigher:
+        """This weigher, or with ``sizes_from: demand`` one measuring the view's sizes.
+
+        The learned model is built once per view; its sizes join what the answers are
+        shared under, so answers of two distributions never mix.
+        """
+        if self.options.sizes_from != "demand":
+            return self
+        counts = view.root.gpu_request_sizes
+        if sum(counts.values()) < self.options.min_learned:
+            return self
+        return view.root.derived(("fragmentation-sizes", self.memo_identity),
+                                 lambda _: self._learned(counts))
+
+    def _learned(self, counts: Mapping[int, int]) -> GpuFragmentationWeigher:
+        """A weigher whose passthrough sizes are ``counts``' shares."""
+        bound = GpuFragmentationWeigher(self.options)
+        bound.model = replace(self.model, sizes=parse_sizes(
+            {str(k): float(v) for k, v in counts.items()}, "gpu_request_sizes"))
+        bound.learned = bound.model.sizes
+        return bound
 
     def applies(self, request: NovaRequest) -> bool:
         """Only for requests of passthrough GPUs or vGPUs (MIG included)."""
@@ -119,11 +162,11 @@ class GpuFragmentationWeigher(Weigher[NovaRequest, HostState]):
         named node's CPU, memory and VGPU inventories (their feed, the vGPUs per GPU):
         then they are part of what its answer is shared under.
         """
-        extra: tuple = ()
+        extra: tuple = (self.learned,)
         if not (request.gpu_count and request.guest_numa):
-            extra = (tuple(n.node for n in host.nodes_named(candidate.nodes)), tuple(
-                (n.node, rc, inventory) for n in host.all_nodes
-                for rc, inventory in n.inventories.items() if rc in _READ))
+            extra = (self.learned, tuple(n.node for n in host.nodes_named(candidate.nodes)),
+                     tuple((n.node, rc, inventory) for n in host.all_nodes
+                           for rc, inventory in n.inventories.items() if rc in _READ))
         return shared_answer(self, host, candidate, request,
                              lambda: self._gradient(host, request, candidate), extra)
 
