@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import socket
 import sys
@@ -35,8 +36,30 @@ def check_port(host: str, port: int) -> None:
                            f"{exc.strerror or exc}") from None
 
 
+def demo_foresight(engine) -> None:
+    """Generated GPU demand and its forecasts for the demo, with the ``forecast`` extra.
+
+    Without numpy and statsmodels (the ``forecast`` extra) the demo logs how to get them
+    and serves without (:func:`cortex.forecast.run.seed_demo`).
+    """
+    if importlib.util.find_spec("numpy") is None:
+        LOG.info("demo: no generated GPU demand nor forecasts; "
+                 "pip install 'cortex-scheduler[forecast]' for them")
+        return
+    from cortex.forecast.run import seed_demo
+
+    written, forecasts = seed_demo(engine)
+    LOG.info("demo GPU demand: %d generated creates written; %s", written,
+             f"{forecasts} forecasts stored" if forecasts is not None else
+             "no forecasts (pip install 'cortex-scheduler[forecast]' for statsmodels)")
+
+
 def serve(conf: config.Config, args) -> int:
-    """Check the port, upgrade the embedded database, load the demo fleet, serve until killed."""
+    """Check the port, upgrade the embedded database, load the demo fleet, serve until killed.
+
+    The demo also gets 90 days of generated GPU demand, and its forecasts where
+    statsmodels is installed (:func:`cortex.forecast.run.seed_demo`).
+    """
     if args.demo:
         conf = conf.with_overrides({"api.auth_strategy": "noauth"})
     setup_logging(conf)
@@ -50,6 +73,7 @@ def serve(conf: config.Config, args) -> int:
         with engine.begin() as connection:
             counts = import_fleet(connection, fleet)
         LOG.info("demo fleet loaded: %s", counts)
+        demo_foresight(engine)
     app = create_app(conf, engine=engine)
     LOG.info("cortex-api on http://%s:%d (database %s)", host, port,
              engine.url.render_as_string(hide_password=True))

@@ -181,8 +181,10 @@ def demand_generate(conf: config.Config, args) -> int:
     """Write ``--days`` of synthetic GPU demand ending now (demo and tests only).
 
     The streams of :data:`cortex.forecast.history.DEMO_STREAMS` (the demo fleet's models),
-    seeded by ``--seed``; prints how many rows were written.
+    seeded by ``--seed``; prints how many rows were written. Needs the ``forecast`` extra
+    (numpy).
     """
+    require_extra("forecast", "numpy")
     from cortex.forecast.history import DEMO_STREAMS, generate
     from cortex.store.demand import DemandStore
 

@@ -52,3 +52,24 @@ def compute(bind: Engine | Connection, settings: ForecastSettings,
     since = end - settings.history * HOUR
     return forecast_documents(store.hourly(since, end), gpu_supply(view), now, settings,
                               store.first(), store.hourly(since, end, by="flavor"))
+
+
+def seed_demo(engine: Engine, now: datetime | None = None) -> tuple[int, int | None]:
+    """The demo's foresight: 90 days of generated GPU demand, forecast when possible.
+
+    Writes :data:`cortex.forecast.history.DEMO_STREAMS` (seed 1) when ``gpu_demand`` is
+    empty, then, with statsmodels installed, computes and stores the forecasts. Returns
+    ``(demand rows written, forecasts stored or None without statsmodels)``.
+    """
+    from cortex.forecast.history import DEMO_STREAMS, generate
+    from cortex.store.demand import ForecastStore
+
+    now = now or datetime.now(UTC)
+    store = DemandStore(engine)
+    written = 0 if store.first() is not None else store.add(
+        generate(DEMO_STREAMS, now, days=90, seed=1))
+    if importlib.util.find_spec("statsmodels") is None:
+        return written, None
+    documents = compute(engine, ForecastSettings(), now)
+    ForecastStore(engine).replace(documents)
+    return written, len(documents)

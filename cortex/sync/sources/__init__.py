@@ -28,7 +28,6 @@ def build_sources(conf: Config, names: tuple[str, ...],
     :func:`cortex.sync.openstack.connect` on ``conf``, made on first use.
     """
     from cortex.sync.openstack import connect
-    from cortex.sync.sources.forecast import ForecastSource
     from cortex.sync.sources.keystone import KeystoneSource
     from cortex.sync.sources.nova import NovaSource
     from cortex.sync.sources.placement import PlacementSource
@@ -44,9 +43,16 @@ def build_sources(conf: Config, names: tuple[str, ...],
         "manila": lambda: ManilaSource(cloud),
         "keystone": lambda: KeystoneSource(cloud),
         "prometheus": lambda: PrometheusSource.from_conf(conf),
-        "forecast": lambda: ForecastSource.from_conf(conf),
+        "forecast": lambda: _forecast_source(conf),
     }
     return [makers[name]() for name in names]
+
+
+def _forecast_source(conf: Config) -> Source:
+    """The forecast source, imported only when asked for (numpy and statsmodels)."""
+    from cortex.sync.sources.forecast import ForecastSource
+
+    return ForecastSource.from_conf(conf)
 
 
 def interval(conf: Config, name: str) -> float:
