@@ -255,7 +255,8 @@ def create_app(conf: Config, engine: Engine | None = None,
                                background=conf.get("database", "knowledge_background_reload"),
                                check_timeout=conf.get("database", "check_timeout"),
                                max_retry=conf.get("database", "max_retry_interval"),
-                               kubernetes_nodes=conf.get("kubernetes", "nodes_from_reports"))
+                               kubernetes_nodes=conf.get("kubernetes", "nodes_from_reports"),
+                               request_sizes=learns_sizes(pipelines))
     app_metrics.add_scrape_collector(KnowledgeCollector(knowledge, partial(sync_ages, engine),
                                                         EnergySettings.from_conf(conf)))
     reservations = ReservationStore(engine, conf.get("database", "connect_timeout"),
@@ -318,6 +319,15 @@ def _warn_at_start(conf: Config, knowledge: KnowledgeCache) -> None:
                         "every protected endpoint refuses every caller")
     except Exception:  # a warning must never stop the API from starting
         LOG.exception("startup checks failed; carrying on")
+
+
+def learns_sizes(pipelines: PipelineSet) -> bool:
+    """Whether a pipeline's fragmentation weigher measures the recorded sizes.
+
+    Then the knowledge view counts them (``sizes_from: demand``); else it skips the read.
+    """
+    return any(getattr(step.plugin.options, "sizes_from", None) == "demand"
+               for pipeline in pipelines.pipelines.values() for step in pipeline.weighers)
 
 
 def device_catalog(conf: Config) -> DeviceCatalog:

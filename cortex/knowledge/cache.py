@@ -52,7 +52,8 @@ class KnowledgeCache:
     view load at most :data:`LOAD_TIMEOUT`; a success marks the database up for the
     request path, a failure marks it down.
 
-    ``kubernetes_nodes``: report-only hosts join the view as Kubernetes nodes
+    ``kubernetes_nodes``: report-only hosts join the view as Kubernetes nodes;
+    ``request_sizes``: the view counts the recorded GPU creates' sizes
     (:func:`cortex.knowledge.loader.load_view`).
 
     ``background``: a daemon thread per worker process checks the version on its own
@@ -71,9 +72,10 @@ class KnowledgeCache:
                  network_keys: MetadataKeys | None = None, background: bool = False,
                  check_timeout: float = 2.0, max_retry: float = MAX_BACKOFF,
                  jitter: Callable[[], float] = random.random,
-                 kubernetes_nodes: bool = False) -> None:
+                 kubernetes_nodes: bool = False, request_sizes: bool = False) -> None:
         self._engine = engine
         self._kubernetes_nodes = kubernetes_nodes
+        self._request_sizes = request_sizes
         self._health = guard.health(engine) if isinstance(engine, Engine) else guard.Health()
         self._background = background
         self._network_keys = network_keys
@@ -237,7 +239,8 @@ class KnowledgeCache:
                 with guard.deadline(LOAD_TIMEOUT, probe=True, detach=True):
                     view = load_view(self._engine, previous=current,
                                      network_keys=self._network_keys,
-                                     kubernetes_nodes=self._kubernetes_nodes)
+                                     kubernetes_nodes=self._kubernetes_nodes,
+                                     request_sizes=self._request_sizes)
                 with self._progress:
                     self._view = view
                 LOG.info("knowledge view loaded: version %d, %d hosts",

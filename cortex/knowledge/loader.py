@@ -49,7 +49,7 @@ def read_version(bind: Engine | Connection) -> int:
 
 def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None,
               network_keys: MetadataKeys | None = None,
-              kubernetes_nodes: bool = False) -> KnowledgeView:
+              kubernetes_nodes: bool = False, request_sizes: bool = False) -> KnowledgeView:
     """Read every knowledge table in one transaction and freeze the result.
 
     ``network_keys`` are the aggregate metadata keys of the network location
@@ -60,7 +60,10 @@ def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None,
     that HostTopology; only new or changed reports are read and built again.
     ``kubernetes_nodes`` (``[kubernetes] nodes_from_reports``): hosts whose agent reports
     but that Nova does not know join the hosts as Kubernetes nodes; otherwise their
-    reports stay out of the view.
+    reports stay out of the view. ``request_sizes``: count the recorded GPU creates'
+    sizes (:func:`read_request_sizes`, for a pipeline whose fragmentation weigher has
+    ``sizes_from: demand``); otherwise ``gpu_request_sizes`` stays empty and the
+    demand table is not read.
 
     The garbage collector is paused while the view is built: the million objects of a
     10,000-host view would otherwise be traversed by the full collections their own
@@ -71,14 +74,15 @@ def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None,
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load_view(bind, previous, network_keys, kubernetes_nodes)
+        return _load_view(bind, previous, network_keys, kubernetes_nodes, request_sizes)
     finally:
         if enabled:
             gc.enable()
 
 
 def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
-               network_keys: MetadataKeys | None, kubernetes_nodes: bool) -> KnowledgeView:
+               network_keys: MetadataKeys | None, kubernetes_nodes: bool,
+               request_sizes: bool = False) -> KnowledgeView:
     """:func:`load_view`, with the collector paused."""
     with Session(bind) as session, session.begin_nested() if isinstance(
             bind, Connection) else session.begin():
@@ -94,7 +98,7 @@ def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
         by_host = _aggregates_by_host(aggregates)
         stored = read_topologies(session)
         commitments = read_commitments(session)
-        sizes = read_request_sizes(session)
+        sizes = read_request_sizes(session) if request_sizes else MappingProxyType({})
         return KnowledgeView(
             version=int(version),
             loaded_at=datetime.now(UTC),

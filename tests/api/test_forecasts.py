@@ -246,5 +246,17 @@ def test_the_view_counts_the_recorded_sizes_per_instance(engine, clean):
                 (now - timedelta(days=3), 1, 1), (now - timedelta(days=40), 8, 1),
                 (now - timedelta(hours=2), 0, 1)])]
     DemandStore(engine).add(rows)
-    assert dict(load_view(engine).gpu_request_sizes) == {1: 1, 2: 2}, \
+    assert dict(load_view(engine, request_sizes=True).gpu_request_sizes) == {1: 1, 2: 2}, \
         "4 GPUs over 2 instances are two 2-GPU creates' worth; 40 days ago is too old"
+    assert dict(load_view(engine).gpu_request_sizes) == {}, "read only when a pipeline asks"
+
+
+def test_an_app_counts_the_sizes_only_for_a_pipeline_that_learns_them():
+    from cortex import conf as config
+    from cortex.api.app import learns_sizes
+    from cortex.pipeline.config import load_pipelines
+    from cortex.simulator.session import trace_sizes
+
+    shipped = load_pipelines(config.shipped_file("pipelines.yaml"))
+    assert not learns_sizes(shipped)
+    assert learns_sizes(trace_sizes(shipped))

@@ -30,12 +30,13 @@ def counted(monkeypatch, db):
         calls["version"] += 1
         return calls["version_value"] if calls["version_value"] is not None else real_read(db)
 
-    def load_view(_engine, previous=None, network_keys=None, kubernetes_nodes=False):
+    def load_view(_engine, previous=None, network_keys=None, kubernetes_nodes=False,
+                  request_sizes=False):
         if calls["fail"]:
             raise OperationalError("SELECT", {}, Exception("down"))
         calls["load"] += 1
         return real_load(db, previous=previous, network_keys=network_keys,
-                         kubernetes_nodes=kubernetes_nodes)
+                         kubernetes_nodes=kubernetes_nodes, request_sizes=request_sizes)
 
     monkeypatch.setattr(cache_module, "read_version", read_version)
     monkeypatch.setattr(cache_module, "load_view", load_view)
