@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import numpy as np
@@ -61,7 +61,8 @@ def forecast(history: np.ndarray, start: datetime, horizon: int,
     ``start``: the first hour of ``history`` (aligns the seasons); ``coverage``: the
     prediction interval's probability (0.8: the 10th to 90th percentile). Fewer than
     ten hours, or no demand at all, give the history's mean with a normal interval from
-    its standard deviation (``method`` ``mean``). ``paths`` > 0 also simulates that many
+    its standard deviation (``method`` ``mean``), as does a series statsmodels cannot fit
+    (``mean (ETS could not fit)``). ``paths`` > 0 also simulates that many
     futures from the fitted model (normal errors of its variance, seeded by ``seed``).
     Raises ValueError for a horizon < 1 or a coverage outside (0, 1).
     """
@@ -79,20 +80,24 @@ def forecast(history: np.ndarray, start: datetime, horizon: int,
     index = pd.date_range(pd.Timestamp(start).tz_convert(None) if pd.Timestamp(start).tzinfo
                           else pd.Timestamp(start), periods=len(y), freq="h")
     series = pd.Series(y, index=index)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = ETSModel(series, error="add", trend="add", damped_trend=True,
-                         seasonal="add" if season else None,
-                         seasonal_periods=season or None,
-                         initialization_method="heuristic" if season else "estimated")
-        fitted = model.fit(disp=False)
-        frame = fitted.get_prediction(start=len(y), end=len(y) + horizon - 1).summary_frame(
-            alpha=1 - coverage)
-        simulated = None
-        if paths:
-            simulated = np.clip(np.asarray(fitted.simulate(
-                horizon, anchor="end", repetitions=paths,
-                rng=np.random.default_rng(seed))).reshape(horizon, paths).T, 0, None)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = ETSModel(series, error="add", trend="add", damped_trend=True,
+                             seasonal="add" if season else None,
+                             seasonal_periods=season or None,
+                             initialization_method="heuristic" if season else "estimated")
+            fitted = model.fit(disp=False)
+            frame = fitted.get_prediction(start=len(y), end=len(y) + horizon - 1
+                                          ).summary_frame(alpha=1 - coverage)
+            simulated = None
+            if paths:
+                simulated = np.clip(np.asarray(fitted.simulate(
+                    horizon, anchor="end", repetitions=paths,
+                    rng=np.random.default_rng(seed))).reshape(horizon, paths).T, 0, None)
+    except (ValueError, np.linalg.LinAlgError):  # a series the model cannot fit
+        flat = _flat(y, horizon, coverage, paths, seed)
+        return replace(flat, method="mean (ETS could not fit)")
     mean = np.clip(frame["mean"].to_numpy(), 0, None)
     lower = np.clip(frame["pi_lower"].to_numpy(), 0, None)
     upper = np.clip(frame["pi_upper"].to_numpy(), 0, None)

@@ -181,3 +181,15 @@ def test_flavor_families_forecast_demand_alone():
     assert h1["model"] == "any" and h1["supply_gpus"] is None
     assert h1["days_to_exhaustion"] is None and h1["points"][0]["in_use"] is None
     assert all(d["flavor_family"] is None for d in documents[:2]), "models first"
+
+
+def test_a_series_statsmodels_cannot_fit_falls_back_to_its_mean(monkeypatch):
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    def refuse(self, *args, **kwargs):
+        raise ValueError("cannot fit")
+
+    monkeypatch.setattr(ETSModel, "fit", refuse)
+    found = model.forecast(np.arange(400) % 5 + 1.0, END, 24, paths=20)
+    assert found.method == "mean (ETS could not fit)" and np.allclose(found.mean, 3.0)
+    assert found.paths.shape == (20, 24)
