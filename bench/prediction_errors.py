@@ -41,6 +41,8 @@ def main() -> None:
                                   synthetic=SyntheticSpec(requests=args.requests, load=0.8))
             result, = simulate(spec)
             found = summary(result.by_seed)
+            if not all(run.gpus_placed("gpus") for runs in result.by_seed for run in runs):
+                raise SystemExit(f"{fleet}: a replay placed no GPU: nothing to measure")
             for pipeline in PIPELINES:
                 row = found[pipeline]
                 placed = row["placed_before_first_rejection"]
