@@ -10,6 +10,18 @@ from flask import g, request
 
 from cortex.api.errors import ApiError
 
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def query_flag(name: str, text: str) -> bool:
+    """A boolean query value (``true``/``1``/``yes`` or ``false``/``0``/``no``).
+
+    ApiError 400 naming ``name`` for anything else.
+    """
+    if text.lower() in _TRUE + _FALSE:
+        return text.lower() in _TRUE
+    raise ApiError(400, f"{name} must be true or false, not {text[:40]!r}")
+
 
 def _reject_constant(name: str) -> float:
     """json.loads hook: NaN and Infinity are not JSON."""

@@ -19,23 +19,11 @@ from flask import current_app, jsonify, request
 from prometheus_client.core import GaugeMetricFamily, Metric
 from sqlalchemy.exc import SQLAlchemyError
 
+from cortex.api.body import query_flag
 from cortex.api.errors import ApiError
-from cortex.store.demand import ForecastStore
+from cortex.store.demand import ForecastStore, without_series
 
 LOG = logging.getLogger(__name__)
-_TRUE, _FALSE = ("1", "true", "yes"), ("0", "false", "no", "")
-
-
-def _flag(name: str) -> bool:
-    """A boolean query argument; 400 for a value that is not one."""
-    value = request.args.get(name, "").strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ApiError(400, f"{name} must be true or false, not {value[:40]!r}")
-
-
 def list_forecasts():
     """``GET /v1/forecasts?model=&flavor_family=&availability_zone=&series=``.
 
@@ -46,7 +34,8 @@ def list_forecasts():
     empty the models'. 400 for a bad ``series``, 503 when the
     database cannot be read. An empty list when nothing was computed yet.
     """
-    series = _flag("series")
+    raw = request.args.get("series", "").strip()
+    series = query_flag("series", raw) if raw else False
     try:
         documents = ForecastStore(current_app.extensions["cortex"].engine).latest()
     except SQLAlchemyError as exc:
@@ -60,8 +49,7 @@ def list_forecasts():
         zone = request.args["availability_zone"] or None
         documents = [d for d in documents if d["availability_zone"] == zone]
     if not series:
-        documents = [{k: v for k, v in d.items() if k not in ("history", "points")}
-                     for d in documents]
+        documents = [without_series(d) for d in documents]
     return jsonify(forecasts=documents)
 
 

@@ -25,14 +25,12 @@ from typing import Any
 from flask import current_app, jsonify, request
 from jsonschema import Draft202012Validator
 
-from cortex.api.body import read_json_body
+from cortex.api.body import query_flag, read_json_body
 from cortex.api.errors import ApiError
 from cortex.api.scheduler import parse, run
 from cortex.api.schema import load_openapi
 from cortex.pipeline.explain import explain
 from cortex.scheduler.service import simulation
-
-_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
 @dataclass
@@ -59,13 +57,6 @@ def _json_value(text: str) -> Any:
         return json.loads(text, parse_constant=refuse)
     except ValueError:
         return text
-
-
-def _flag(name: str, text: str) -> bool:
-    """A boolean query value; ApiError 400 for anything else."""
-    if text.lower() in _TRUE + _FALSE:
-        return text.lower() in _TRUE
-    raise ApiError(400, f"{name} must be true or false, not {text[:40]!r}")
 
 
 def settings(body: Any, args: Any) -> Simulation:
@@ -95,7 +86,7 @@ def _query_setting(found: Simulation, name: str, value: str) -> None:
             raise ApiError(400, "pipeline must name a pipeline (empty: leave it out)")
         found.pipeline = value
     elif name == "record":
-        found.record = _flag(name, value)
+        found.record = query_flag(name, value)
     elif kind == "multiplier" and rest:
         number = _json_value(value)
         if isinstance(number, bool) or not isinstance(number, int | float):

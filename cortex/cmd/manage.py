@@ -163,17 +163,17 @@ def forecast(conf: config.Config, args) -> int:
     Needs the ``forecast`` extra (statsmodels).
     """
     require_extra("forecast", "statsmodels")
-    from cortex.forecast.plan import summary
     from cortex.forecast.run import compute, settings_from_conf
-    from cortex.store.demand import ForecastStore
+    from cortex.store.demand import ForecastStore, without_series
 
     engine = make_engine(conf.database_url)
     documents = compute(engine, settings_from_conf(conf, args.horizon))
     if args.store:
         ForecastStore(engine).replace(documents)
-    rows = [summary(d) | {"skill": (d["backtest"] or {}).get("skill")} for d in documents]
+    rows = [without_series(d) | {"skill": (d["backtest"] or {}).get("skill")}
+            for d in documents]
     emit(rows, FORECAST_COLUMNS, args.format,
-         document=documents if args.series else [summary(d) for d in documents])
+         document=documents if args.series else [without_series(d) for d in documents])
     return 0
 
 

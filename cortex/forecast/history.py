@@ -19,10 +19,12 @@ import math
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
+
+from cortex.forecast.plan import hour_floor
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ def generate(streams: Sequence[DemandStream], end: datetime, days: float = 90,
     GPU otherwise.
     """
     rng = np.random.default_rng(seed)
-    end = end.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    end = hour_floor(end)
     start = end - timedelta(days=days)
     hours = int((end - start) / timedelta(hours=1))
     weights = [np.asarray(s.size_weights, dtype=float) / sum(s.size_weights) for s in streams]

@@ -242,8 +242,3 @@ def _document(key: tuple[str, str | None], asked: np.ndarray, placed: np.ndarray
                        predicted.mean, predicted.lower, predicted.upper, in_use, in_use_high,
                        strict=True))],
     }
-
-
-def summary(document: dict[str, Any]) -> dict[str, Any]:
-    """A forecast document without its ``history`` and ``points`` series."""
-    return {k: v for k, v in document.items() if k not in ("history", "points")}

@@ -141,6 +141,11 @@ class DemandStore:
                 delete(GpuDemand).where(GpuDemand.created_at < cutoff)).rowcount
 
 
+def without_series(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A forecast document without its hourly ``history`` and ``points``."""
+    return {k: v for k, v in document.items() if k not in ("history", "points")}
+
+
 class ForecastStore:
     """The latest forecasts (``gpu_forecasts``): replaced whole, read as documents."""
 
