@@ -12,7 +12,7 @@ from sqlalchemy import delete, select
 from cortex.cmd import manage
 from cortex.db import migrate
 from cortex.db.engine import make_engine
-from cortex.db.models import GpuDemand, GpuForecast, SyncStatus
+from cortex.db.models import GpuDemand, SyncStatus
 from cortex.forecast.history import DemandStream, generate
 from cortex.forecast.plan import ForecastSettings
 from cortex.forecast.run import compute
@@ -21,6 +21,7 @@ from cortex.store.demand import DemandStore, ForecastStore
 from cortex.sync.runner import run_source
 from cortex.sync.sources.forecast import ForecastSource
 from tests.api.test_contract import assert_error, post
+from tests.api.test_ui_forecasts import empty
 from tests.conftest import FIXTURES, load_body
 from tests.waiting import DEADLINE
 
@@ -31,13 +32,9 @@ H100 = "NVIDIA H100 80GB HBM3"
 @pytest.fixture
 def clean(engine):
     """Empty demand and forecast tables before and after (the session database is shared)."""
-    def wipe():
-        with engine.begin() as connection:
-            connection.execute(delete(GpuDemand))
-            connection.execute(delete(GpuForecast))
-    wipe()
+    empty(engine)
     yield
-    wipe()
+    empty(engine)
 
 
 def demand_rows(app, engine):

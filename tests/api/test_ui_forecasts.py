@@ -28,13 +28,20 @@ def stored(engine):
     return documents
 
 
-@pytest.fixture
-def forecasts(engine):
-    """Stored forecasts for the test, the tables emptied after."""
-    yield stored(engine)
+def empty(engine):
+    """Empty the demand and forecast tables (the session database records every GPU
+    create the tests before made as demand)."""
     with engine.begin() as connection:
         connection.execute(delete(GpuDemand))
         connection.execute(delete(GpuForecast))
+
+
+@pytest.fixture
+def forecasts(engine):
+    """Stored forecasts of this module's demand alone, the tables emptied before and after."""
+    empty(engine)
+    yield stored(engine)
+    empty(engine)
 
 
 def test_page_draws_every_forecast_soonest_first(client, forecasts):
