@@ -53,10 +53,14 @@ DEVICES = (("h100", "10de", "2330", "type-PCI", None),
 PAGE_4K, PAGE_2M, PAGE_1G = 4, 2048, 1048576
 
 
-def configure() -> None:
-    """Nova's ``[pci] alias`` for :data:`DEVICES` (device_type and numa_policy as given)."""
+def configure(reports: list[dict] = ()) -> None:
+    """Nova's ``[pci] alias`` for :data:`DEVICES` and the recorded machines' GPUs.
+
+    device_type and numa_policy as given; a recorded GPU model gets the alias
+    :func:`recorded_alias` names, with no policy (``legacy``).
+    """
     aliases = []
-    for name, vendor, product, dev_type, policy in DEVICES:
+    for name, vendor, product, dev_type, policy in DEVICES + recorded_devices(reports):
         alias = {"name": name, "vendor_id": vendor, "product_id": product,
                  "device_type": dev_type}
         if policy:
@@ -65,7 +69,33 @@ def configure() -> None:
     CONF([], project="nova", default_config_files=[])
     CONF.set_override("alias", aliases, group="pci")
     CONF.set_override("device_spec", [json.dumps({"vendor_id": v, "product_id": p})
-                                      for _, v, p, _, _ in DEVICES], group="pci")
+                                      for _, v, p, _, _ in DEVICES + recorded_devices(reports)],
+                      group="pci")
+
+
+def recorded_alias(vendor: str, product: str) -> str:
+    """The alias of a recorded machine's GPU model: ``rec-10de-2335``."""
+    return f"rec-{vendor}-{product}"
+
+
+def recorded_devices(reports: list[dict]) -> tuple:
+    """:data:`DEVICES`-shaped entries for the GPU models of recorded reports not in it."""
+    known = {(v, p) for _, v, p, _, _ in DEVICES}
+    found = sorted({(g["vendor_id"], g["device_id"], g["dev_type"])
+                    for r in reports for g in r["gpus"]})
+    return tuple((recorded_alias(v, p), v, p, t, None) for v, p, t in found
+                 if (v, p) not in known)
+
+
+def recorded_host(report: dict) -> dict:
+    """A host line for an agent report recorded on a real machine (ratios 1.0, no traits)."""
+    return {"kind": "host", "host": report["host"], "traits": [], "cpu_allocation_ratio": 1.0,
+            "ram_allocation_ratio": 1.0, "vgpu": False, "report": report}
+
+
+def _mig_mode(gpu: dict) -> bool:
+    """Whether the GPU is in MIG mode (then it is no PCI device to Nova)."""
+    return (gpu.get("mig") or {}).get("mode") == "enabled"
 
 
 # --------------------------------------------------------------------------- hosts
@@ -185,7 +215,7 @@ def host_state(host: dict) -> host_manager.HostState:
     topology = objects.NUMATopology(cells=cells)
     counts: dict[tuple, int] = {}
     for g in host["report"]["gpus"]:
-        if g.get("in_use") or g.get("mig"):
+        if g.get("in_use") or _mig_mode(g):
             continue
         key = (g["vendor_id"], g["device_id"], g["pci_numa_node"], g["dev_type"])
         counts[key] = counts.get(key, 0) + 1
@@ -355,7 +385,7 @@ def nova_claim(host: dict, spec: objects.RequestSpec) -> list[str] | None:
     state = host_state(host)
     stats = pci_stats.PciDeviceStats(state.numa_topology)
     for g in sorted(host["report"]["gpus"], key=lambda g: g["pci_address"]):
-        if g.get("in_use") or g.get("mig"):
+        if g.get("in_use") or _mig_mode(g):
             continue
         stats.add_device(objects.PciDevice(
             compute_node_id=1, address=g["pci_address"], vendor_id=g["vendor_id"],
@@ -491,16 +521,17 @@ def generate(seed: int, requests: int, hosts: int, candidates: int, out) -> None
             made += 1
 
 
-def serve(seed: int, hosts: int, stdin, out) -> None:
+def serve(seed: int, hosts: int, stdin, out, reports: list[dict] = ()) -> None:
     """Answer requests drawn elsewhere (hypothesis, in Cortex's interpreter), one per line.
 
-    First writes the fleet (one JSON line of host lines); then for each input line
-    ``{"specs", "image", "knobs", "hosts": [names]}`` writes :func:`judge`'s line, or
-    ``{"kind": "invalid"}`` when Nova's API refuses the request.
+    First writes the fleet (one JSON line of host lines: the generated hosts, then one per
+    recorded agent report); then for each input line ``{"specs", "image", "knobs",
+    "hosts": [names]}`` writes :func:`judge`'s line, or ``{"kind": "invalid"}`` when
+    Nova's API refuses the request.
     """
-    configure()
+    configure(reports)
     rng = random.Random(seed)
-    fleet = [make_host(rng, i) for i in range(hosts)]
+    fleet = [make_host(rng, i) for i in range(hosts)] + [recorded_host(r) for r in reports]
     by_name = {h["host"]: h for h in fleet}
     out.write(json.dumps(fleet) + "\n")
     out.flush()
@@ -513,7 +544,7 @@ def serve(seed: int, hosts: int, stdin, out) -> None:
 
 
 def main() -> None:
-    """Command line: ``--seed --requests --hosts --candidates [--serve]``."""
+    """Command line: ``--seed --requests --hosts --candidates [--serve [--reports FILE...]]``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--requests", type=int, default=130)
@@ -521,9 +552,12 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=40)
     parser.add_argument("--serve", action="store_true",
                         help="judge requests read from stdin (see serve)")
+    parser.add_argument("--reports", nargs="*", default=[], metavar="FILE",
+                        help="with --serve: agent reports of real machines to add as hosts")
     args = parser.parse_args()
     if args.serve:
-        serve(args.seed, args.hosts, sys.stdin, sys.stdout)
+        reports = [json.loads(open(path, encoding="utf-8").read()) for path in args.reports]
+        serve(args.seed, args.hosts, sys.stdin, sys.stdout, reports)
     else:
         generate(args.seed, args.requests, args.hosts, args.candidates, sys.stdout)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,46 +22,14 @@ from hypothesis import HealthCheck, assume, given, seed, settings
 from hypothesis import strategies as st
 
 from tests.differential.fleet_app import ALIASES, STEPS, fleet_app, fleet_host
-from tests.differential.nova_venv import NovaUnavailable, nova_venv
+from tests.differential.nova_worker import NovaWorker
 
-HERE = Path(__file__).parent
 SEED = int(os.environ.get("CORTEX_DIFFERENTIAL_SEED", "1"))
 EXAMPLES = int(os.environ.get("CORTEX_DIFFERENTIAL_EXAMPLES", "160"))
 HOSTS = 300
 CANDIDATES = 40
 DEVICES = ("h100", "a100", "l40s", "nic", "pf")
 AFFINITY = (None, "required", "legacy", "preferred", "socket")
-
-
-class NovaWorker:
-    """``nova_side.py --serve`` in the Nova virtualenv: the fleet, then one answer a line."""
-
-    def __init__(self) -> None:
-        try:
-            python = nova_venv() / "bin" / "python"
-        except NovaUnavailable as exc:
-            pytest.fail(str(exc))
-        self.process = subprocess.Popen(
-            [str(python), str(HERE / "nova_side.py"), "--serve", "--seed", str(SEED),
-             "--hosts", str(HOSTS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True)
-        self.fleet = json.loads(self._line())
-
-    def _line(self) -> str:
-        line = self.process.stdout.readline()
-        if not line:
-            pytest.fail(f"nova_side.py --serve ended (exit {self.process.poll()})")
-        return line
-
-    def judge(self, ask: dict) -> dict:
-        """The worker's line for ``ask`` (``{"kind": "invalid"}`` when Nova refuses it)."""
-        self.process.stdin.write(json.dumps(ask) + "\n")
-        self.process.stdin.flush()
-        return json.loads(self._line())
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        self.process.wait(timeout=30)
 
 
 @st.composite
@@ -146,7 +113,7 @@ def requests(draw, names: list[str]) -> dict:
 @pytest.fixture
 def worker_app(empty_database_url, tmp_path):
     """``(worker, app)``: the Nova worker and an app over its fleet."""
-    worker = NovaWorker()
+    worker = NovaWorker(SEED, HOSTS)
     hosts = [fleet_host(h["host"], h["report"], i, h["cpu_allocation_ratio"],
                         h["ram_allocation_ratio"], h["traits"]) for i, h in enumerate(worker.fleet)]
     try:
