@@ -178,6 +178,12 @@ OPTIONS: tuple[Option, ...] = (
            "a general-purpose and 1, 2, 4 and 8 GPU request as simulations before they "
            "accept connections, so the first calls do not build the view's tables. "
            "Stops after 20 s; a database that is down is left to the first call."),
+    Option("api", "warm_up_shapes", int, 16,
+           "How many of the newest request shapes live calls brought (kept in the "
+           "database, table request_shapes) a fresh worker also replays as simulations "
+           "before it serves, so the first call of a flavor the cloud asks for finds its "
+           "step answers kept. 0: none, and no shape is recorded.",
+           minimum=0, maximum=200),
     Option("database", "connection", str, "",
            "SQLAlchemy URL, e.g. postgresql+psycopg://cortex:secret@db/cortex. "
            "Empty: an embedded SQLite file in the user's data directory "

@@ -34,9 +34,10 @@ def warm_up() -> None:
 
 
 def shutdown() -> None:
-    """Flush this process's decision log (gunicorn's ``worker_exit`` hook calls it)."""
+    """Flush this process's decision log and request shapes (gunicorn's ``worker_exit``)."""
     if _build.cache_info().currsize:
         _build().extensions["cortex"].decisions.close()
+        _build().extensions["cortex"].shapes.close()
 
 
 def __getattr__(name: str):

@@ -58,6 +58,7 @@ from cortex.scheduler.service import SchedulerService, SchedulerSettings
 from cortex.store.decisions import DecisionStore, DecisionWriter
 from cortex.store.demand import ForecastStore
 from cortex.store.reservations import ReservationStore
+from cortex.store.shapes import ShapeLog, ShapeStore
 
 LOG = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class Services:
     parsers: dict[str, Callable[[Any], Any]] = field(default_factory=lambda: dict(PARSERS))
     devices: DeviceCatalog | None = None
     kubernetes: KubernetesApi | None = None
+    shapes: ShapeLog = field(default_factory=lambda: ShapeLog(None))
 
 
 def version_document():
@@ -271,7 +273,8 @@ def create_app(conf: Config, engine: Engine | None = None,
         pipelines=pipelines, validator=RequestValidator(load_openapi()), decisions=writer,
         decision_store=DecisionStore(engine), metrics=app_metrics, authorizer=authorizer,
         reservations=reservations, scheduler=scheduler, parsers=parsers, devices=devices,
-        kubernetes=KubernetesApi.from_conf(conf))
+        kubernetes=KubernetesApi.from_conf(conf),
+        shapes=ShapeLog(ShapeStore(engine) if conf.get("api", "warm_up_shapes") else None))
     for path, handlers in ROUTES.items():
         if any(policy not in POLICIES for _, policy in handlers.values()):
             raise ValueError(f"route {path}: unknown policy")

@@ -16,6 +16,7 @@ from cortex.api.body import read_json_body
 from cortex.api.errors import ApiError
 from cortex.request import BadRequest, SchedulingRequest
 from cortex.scheduler.service import LIVE, RunOptions, SchedulingFailed
+from cortex.store.shapes import shape_key
 
 
 def parse(services: Any, service: str, body: Any) -> SchedulingRequest:
@@ -50,13 +51,20 @@ def external(service: str):
     """``POST /scheduler/<service>/external``: ``{"hosts": [...]}`` best first.
 
     A body refused before it is a request (415, 400) is counted and logged as a call,
-    not recorded.
+    not recorded. A shape the worker meets first is kept for fresh workers' warm-up
+    (:mod:`cortex.store.shapes`).
     """
     services = current_app.extensions["cortex"]
     started = time.perf_counter()
     try:
-        request = parse(services, service, read_json_body())
+        body = read_json_body()
+        request = parse(services, service, body)
     except ApiError as exc:
         services.scheduler.refused(service, exc.status, exc.detail, started)
         raise
-    return jsonify(hosts=list(run(services, request, LIVE, started).result))
+    decision = run(services, request, LIVE, started)
+    if services.shapes.store is not None:
+        pipeline = services.scheduler.pipelines.pipelines.get(decision.pipeline)
+        if pipeline is not None:
+            services.shapes.meet(shape_key(pipeline, request), service, body)
+    return jsonify(hosts=list(decision.result))

@@ -12,8 +12,11 @@ connection.
 The warm-up asks the scheduler, as simulations that promise and record nothing, for a
 general-purpose VM and for 1, 2, 4 and 8 GPUs (dedicated CPUs, ``legacy`` PCI NUMA
 policy) on every host the view knows, each through the pipeline the choice rules give
-it. Their kept step answers (:mod:`cortex.pipeline.memo`) serve only real requests of
-the same shape; what the calls build on the view and its topologies serves all.
+it; then for the newest ``[api] warm_up_shapes`` request shapes live calls brought
+(:mod:`cortex.store.shapes`), the bodies Nova really sent, on every host. Kept step
+answers (:mod:`cortex.pipeline.memo`) serve only real requests of the same shape, so a
+flavor the cloud asks for finds its answers kept; what the calls build on the view and
+its topologies serves all.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from cortex.knowledge.cache import KnowledgeUnavailable
 from cortex.scheduler.service import SchedulingFailed, simulation
 from cortex.simulator.replay import request_body
 from cortex.simulator.trace import TraceRequest
+from cortex.store.shapes import shape_key
 
 LOG = logging.getLogger(__name__)
 #: (GPUs, vCPUs, MiB, guest NUMA cells) of the warm-up requests; 0 GPUs: a plain VM.
@@ -63,18 +67,54 @@ def warm_up(app: Any, budget_s: float = 20.0) -> float:
                                                  memory_mb, numa_nodes=cells,
                                                  cpu_policy="dedicated" if gpus else "shared"),
                                     hosts, weights, pipeline=""))
+    replayed = _replay_shapes(services, hosts, weights, started, budget_s)
     elapsed = time.perf_counter() - started
-    LOG.info("warm-up: %d hosts, %.2f s", len(hosts), elapsed)
+    LOG.info("warm-up: %d hosts, %d request shapes of live calls, %.2f s", len(hosts),
+             replayed, elapsed)
     return elapsed
 
 
-def _ask(services: Any, body: dict[str, Any]) -> None:
-    """Validate and decide one warm-up body as a simulation; failures are logged."""
+def _replay_shapes(services: Any, hosts: list[dict[str, str]], weights: dict[str, float],
+                   started: float, budget_s: float) -> int:
+    """Replay the newest stored request shapes on every host; how many were asked."""
+    limit = services.conf.get("api", "warm_up_shapes")
+    if not limit or services.shapes.store is None:
+        return 0
+    try:
+        shapes = services.shapes.store.newest(limit)
+    except Exception as exc:  # noqa: BLE001 - the built-in shapes are warm already
+        LOG.warning("warm-up: request shapes unreadable: %r", exc)
+        return 0
+    asked = 0
+    for service, body in shapes:
+        if time.perf_counter() - started > budget_s:
+            LOG.warning("warm-up stopped after %.1f s (budget)", budget_s)
+            break
+        if service not in services.parsers:
+            continue
+        _ask(services, {**body, "hosts": hosts, "weights": weights}, service, remember=True)
+        asked += 1
+    return asked
+
+
+def _ask(services: Any, body: dict[str, Any], service: str = "nova",
+         remember: bool = False) -> None:
+    """Validate and decide one warm-up body as a simulation; failures are logged.
+
+    ``remember``: the body is a stored shape, so its shape is marked met in the worker's
+    log (its first live call then stores nothing again).
+    """
     body.pop("pipeline", None)  # the choice rules decide, as for Nova's own calls
     try:
-        services.validator.errors("nova", body)
-        request = services.parsers["nova"](body)
-        services.scheduler.schedule(request, simulation())
+        errors = services.validator.errors(service, body)
+        if errors:
+            LOG.warning("warm-up body refused: %s", "; ".join(errors)[:300])
+            return
+        request = services.parsers[service](body)
+        decision = services.scheduler.schedule(request, simulation())
+        pipeline = services.scheduler.pipelines.pipelines.get(decision.pipeline)
+        if remember and pipeline is not None:
+            services.shapes.remember(shape_key(pipeline, request))
     except SchedulingFailed as exc:
         LOG.warning("warm-up request refused: %s", exc.detail)
     except Exception:  # noqa: BLE001 - a warm-up must never keep a worker from serving

@@ -800,3 +800,20 @@ class GpuForecast(Base):
     days_to_exhaustion_pessimistic: Mapped[float | None] = mapped_column(Float)
     method: Mapped[str] = mapped_column(String(128), nullable=False)
     document: Mapped[dict] = mapped_column(JSONType, nullable=False)
+
+
+class RequestShape(Base):
+    """A request shape live calls brought, for warming fresh workers (revision 0013).
+
+    ``id``: a digest of the shape (what the pipeline's kept step answers depend on, see
+    :mod:`cortex.store.shapes`); ``body``: the latest body of that shape without its
+    ``hosts`` and ``weights``; ``last_seen``: when a worker last met it first.
+    """
+
+    __tablename__ = "request_shapes"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    service: Mapped[str] = mapped_column(String(16), nullable=False)
+    last_seen: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, index=True)
+    body: Mapped[dict] = mapped_column(JSONType, nullable=False)

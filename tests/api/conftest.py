@@ -12,10 +12,12 @@ def make_conf(**overrides):
     Authentication is off unless a test turns it on (tests/api/test_auth.py does).
     In-flight reservations are off too: with them every answer changes the next one,
     and these tests assert the rankings of a fixed fleet; tests/api/test_reservations.py
-    turns them on.
+    turns them on. So is the recording of request shapes (tests/api/test_request_shapes.py
+    turns it on), which would make every later warm-up replay them.
     """
     return conf.load(environ={}, overrides={"api.auth_strategy": "noauth",
-                                            "scheduler.reservation_ttl": 0.0} | overrides)
+                                            "scheduler.reservation_ttl": 0.0,
+                                            "api.warm_up_shapes": 0} | overrides)
 
 
 @pytest.fixture
@@ -30,6 +32,7 @@ def stop_app(app) -> None:
     """Flush an app's decision log and stop its knowledge checker (before its database goes)."""
     app.extensions["cortex"].decisions.close()
     app.extensions["cortex"].knowledge.close()
+    app.extensions["cortex"].shapes.close()
 
 
 def keystone_conf(tmp_path):
