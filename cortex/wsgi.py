@@ -22,12 +22,15 @@ def _build():
 
 
 def warm_up() -> None:
-    """Warm this process's app before it serves, unless ``[api] warm_up`` is false.
+    """Ready this worker to serve: the collector set for a server, the app warmed.
 
-    gunicorn's ``post_worker_init`` hook calls it (:mod:`cortex.api.warmup`).
+    The app is warmed unless ``[api] warm_up`` is false. gunicorn's ``post_worker_init``
+    hook calls it (:mod:`cortex.api.warmup`, :func:`cortex.api.warmup.serving_collector`).
     """
+    from cortex.api.warmup import serving_collector
     from cortex.api.warmup import warm_up as warm
 
+    serving_collector()
     app = _build()
     if app.extensions["cortex"].conf.get("api", "warm_up"):
         warm(app)

@@ -51,3 +51,14 @@ def test_warm_up_without_a_database_leaves_it_to_the_first_call(caplog):
     finally:
         app.extensions["cortex"].decisions.close()
         app.extensions["cortex"].knowledge.close()
+
+
+def test_a_serving_worker_collects_young_garbage_less_often(monkeypatch):
+    import gc
+
+    from cortex.api.warmup import SERVING_THRESHOLDS, serving_collector
+
+    monkeypatch.setattr(gc, "set_threshold", lambda *t: seen.append(t))
+    seen = []
+    serving_collector()
+    assert seen == [SERVING_THRESHOLDS] and SERVING_THRESHOLDS[0] > gc.get_threshold()[0]

@@ -201,3 +201,15 @@ def test_host_only_answers_are_kept_per_service():
         for _ in range(2):
             assert plugin.weigh_all(pairs, request, knowledge) == [
                 float(plugin.weigh(s, request, c)) for c, s in pairs]
+
+
+def test_commitment_weigher_batch_with_room_held():
+    """weigher_commitment's batch path where the project holds room on some hosts."""
+    from cortex.plugins.weighers.commitment import CommitmentWeigher
+
+    knowledge = view(*FLEET)
+    request = REQUEST_LIST[0][1]
+    plugin = CommitmentWeigher(room={HOSTS[1]: 2, HOSTS[5]: 1, HOSTS[6]: 0})
+    pairs = [(c, knowledge.hosts[c.host]) for c in request.candidates]
+    assert _batch(plugin, pairs, request, knowledge) == _per_host(plugin, pairs, request)
+    assert sum(plugin.weigh_all(pairs, request, knowledge)) == 2.0

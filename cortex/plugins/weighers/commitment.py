@@ -13,6 +13,7 @@ Invert (keep the owner's commitments for later): a negative multiplier.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from cortex.knowledge.commitments import owner_room
@@ -55,3 +56,11 @@ class CommitmentWeigher(Weigher[NovaRequest, HostState]):
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """1.0 where the project has free committed room, else 0.0."""
         return 1.0 if self.room.get(host.host) else 0.0
+
+    def weigh_all(self, hosts: Sequence[tuple[Candidate, HostState]], request: NovaRequest,
+                  view: KnowledgeView | None) -> list[float]:
+        """:meth:`weigh` of every pair; all 0.0 at once where the project holds no room."""
+        room = self.room
+        if not room:
+            return [0.0] * len(hosts)
+        return [1.0 if room.get(state.host) else 0.0 for _, state in hosts]
