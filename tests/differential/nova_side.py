@@ -68,9 +68,9 @@ def configure(reports: list[dict] = ()) -> None:
         aliases.append(json.dumps(alias))
     CONF([], project="nova", default_config_files=[])
     CONF.set_override("alias", aliases, group="pci")
+    products = dict.fromkeys((v, p) for _, v, p, _, _ in DEVICES + recorded_devices(reports))
     CONF.set_override("device_spec", [json.dumps({"vendor_id": v, "product_id": p})
-                                      for _, v, p, _, _ in DEVICES + recorded_devices(reports)],
-                      group="pci")
+                                      for v, p in products], group="pci")
 
 
 def recorded_alias(vendor: str, product: str) -> str:
@@ -79,12 +79,14 @@ def recorded_alias(vendor: str, product: str) -> str:
 
 
 def recorded_devices(reports: list[dict]) -> tuple:
-    """:data:`DEVICES`-shaped entries for the GPU models of recorded reports not in it."""
-    known = {(v, p) for _, v, p, _, _ in DEVICES}
+    """:data:`DEVICES`-shaped entries for the GPU models of recorded reports.
+
+    Each model gets an alias of its own (:func:`recorded_alias`), also one DEVICES has
+    under another name: Nova takes several aliases of one product.
+    """
     found = sorted({(g["vendor_id"], g["device_id"], g["dev_type"])
                     for r in reports for g in r["gpus"]})
-    return tuple((recorded_alias(v, p), v, p, t, None) for v, p, t in found
-                 if (v, p) not in known)
+    return tuple((recorded_alias(v, p), v, p, t, None) for v, p, t in found)
 
 
 def recorded_host(report: dict) -> dict:
