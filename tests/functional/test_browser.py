@@ -280,7 +280,8 @@ def wait_for_swaps(page, target, count=1):
 
 def test_timeline_draws_stacked_bars_marks_errors_and_refreshes(page, timeline_server):
     page.add_init_script(COUNT_SWAPS)
-    page.goto(f"{timeline_server}/ui/timeline?refresh=1")
+    # drawn first on a page that does not refresh (a swap could detach what is looked at)
+    page.goto(f"{timeline_server}/ui/timeline?refresh=0")
     assert page.locator("h1").inner_text().startswith("Scheduling timeline")
     chart = page.locator("#timeline-chart")
     box = chart.bounding_box()
@@ -302,7 +303,7 @@ def test_timeline_draws_stacked_bars_marks_errors_and_refreshes(page, timeline_s
     shot(page, "timeline")
     # live: htmx polls /ui/timeline/panel and swaps the panel in, chart and all
     with page.expect_request(lambda r: "/ui/timeline/panel?" in r.url, timeout=15000) as asked:
-        pass
+        page.goto(f"{timeline_server}/ui/timeline?refresh=1")
     assert "hours=1" in asked.value.url and "refresh=1" in asked.value.url
     wait_for_swaps(page, "timeline-panel")
     assert page.locator("#timeline-panel #timeline-chart rect.seg").count() >= 4
@@ -323,7 +324,8 @@ def test_timeline_window_and_filters_from_the_form(page, timeline_server):
 
 def test_gpu_heatmap_draws_states_and_islands_and_refreshes(page, server):
     page.add_init_script(COUNT_SWAPS)
-    page.goto(f"{server}/ui/gpus?refresh=1")
+    # drawn first on a page that does not refresh (a swap could detach what is looked at)
+    page.goto(f"{server}/ui/gpus?refresh=0")
     assert page.locator("h1").inner_text().startswith("GPU occupancy")
     assert page.locator("#gpu-heatmap tr.gpu-host").count() >= 12
     for state, colour in (("free", "#e4f5ea"), ("used", "#e07b39")):
@@ -345,7 +347,7 @@ def test_gpu_heatmap_draws_states_and_islands_and_refreshes(page, server):
     assert page.locator("#gpus-cmp0004 .island.nvlink").count() == 0  # L40S: PCIe only
     shot(page, "gpus")
     with page.expect_request(lambda r: "/ui/gpus/panel?" in r.url, timeout=15000):
-        pass
+        page.goto(f"{server}/ui/gpus?refresh=1")
     wait_for_swaps(page, "gpu-panel")
     assert page.locator("#gpu-panel #gpu-heatmap tr.gpu-host").count() >= 12
     page.select_option('select[name="model"]', "L40S")
@@ -357,7 +359,9 @@ def test_gpu_heatmap_draws_states_and_islands_and_refreshes(page, server):
 
 def test_forecasts_draw_demand_bands_supply_and_refresh(page, server, forecasts):  # noqa: F811
     page.add_init_script(COUNT_SWAPS)
-    page.goto(f"{server}/ui/forecasts?refresh=1")
+    # drawn first on a page that does not refresh: a swap between finding an element and
+    # taking its screenshot would detach it
+    page.goto(f"{server}/ui/forecasts?refresh=0")
     assert page.locator("h1").inner_text().startswith("GPU demand ahead")
     sections = page.locator("section.forecast")
     assert sections.count() == len(forecasts)
@@ -374,6 +378,6 @@ def test_forecasts_draw_demand_bands_supply_and_refresh(page, server, forecasts)
     assert sum(1 for p in used if near(p, "#2457c5", 40)) > 50, "no projection drawn"
     assert page.locator("#energy tbody tr").count() >= 2  # az-1 and az-2 of the demo fleet
     with page.expect_request(lambda r: "/ui/forecasts/panel?" in r.url, timeout=15000):
-        pass
+        page.goto(f"{server}/ui/forecasts?refresh=1")
     wait_for_swaps(page, "forecasts-panel")
     assert page.locator("#forecasts-panel section.forecast").count() == len(forecasts)
