@@ -163,6 +163,14 @@ def call(connection: http.client.HTTPConnection, payload: bytes) -> tuple[float,
     return elapsed, len(json.loads(data)["hosts"])
 
 
+def answered(connection: http.client.HTTPConnection, payload: bytes) -> float:
+    """Seconds one call took; stops the run when it answered no host (nothing was timed)."""
+    elapsed, hosts = call(connection, payload)
+    if not hosts:
+        raise SystemExit("a body answered []: the steps meant to be timed did not run")
+    return elapsed
+
+
 def queued_decisions(port: int) -> float:
     """Decision records the server still has to write (its ``/metrics``); 0 for the floor."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
@@ -352,7 +360,7 @@ def earlier_worker(url: str, settings: list[str], payload: bytes) -> None:
     the database then holds that request shape for the next worker's warm-up."""
     process, port = serve("cortex.wsgi:application", 1, environment(url, settings))
     try:
-        call(http.client.HTTPConnection("127.0.0.1", port, timeout=30), payload)
+        answered(http.client.HTTPConnection("127.0.0.1", port, timeout=30), payload)
         engine = make_engine(url)
         deadline = time.monotonic() + 30
         with engine.connect() as connection:
@@ -370,11 +378,11 @@ def earlier_worker(url: str, settings: list[str], payload: bytes) -> None:
 def first_calls(port: int, bodies: dict[str, bytes], requests: int
                 ) -> tuple[float, float, float]:
     """On a fresh worker: (first call ms, another body's first call ms, warm p50 ms)."""
-    (first_name, first), (_, second) = list(bodies.items())[:2]
+    (_, first), (_, second) = list(bodies.items())[:2]
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    cold = call(connection, first)[0] * 1000
-    new_shape = call(connection, second)[0] * 1000
-    samples = sorted(call(connection, first)[0] for _ in range(requests))
+    cold = answered(connection, first) * 1000
+    new_shape = answered(connection, second) * 1000
+    samples = sorted(answered(connection, first) for _ in range(requests))
     return cold, new_shape, statistics.median(samples) * 1000
 
 

@@ -274,7 +274,8 @@ def create_app(conf: Config, engine: Engine | None = None,
         decision_store=DecisionStore(engine), metrics=app_metrics, authorizer=authorizer,
         reservations=reservations, scheduler=scheduler, parsers=parsers, devices=devices,
         kubernetes=KubernetesApi.from_conf(conf),
-        shapes=ShapeLog(ShapeStore(engine) if conf.get("api", "warm_up_shapes") else None))
+        shapes=ShapeLog(ShapeStore(engine) if conf.get("api", "warm_up_shapes") else None,
+                        scheduler.pipelines))
     for path, handlers in ROUTES.items():
         if any(policy not in POLICIES for _, policy in handlers.values()):
             raise ValueError(f"route {path}: unknown policy")

@@ -16,7 +16,6 @@ from cortex.api.body import read_json_body
 from cortex.api.errors import ApiError
 from cortex.request import BadRequest, SchedulingRequest
 from cortex.scheduler.service import LIVE, RunOptions, SchedulingFailed
-from cortex.store.shapes import shape_key
 
 
 def parse(services: Any, service: str, body: Any) -> SchedulingRequest:
@@ -63,8 +62,5 @@ def external(service: str):
         services.scheduler.refused(service, exc.status, exc.detail, started)
         raise
     decision = run(services, request, LIVE, started)
-    if services.shapes.store is not None:
-        pipeline = services.scheduler.pipelines.pipelines.get(decision.pipeline)
-        if pipeline is not None:
-            services.shapes.meet(shape_key(pipeline, request), service, body)
+    services.shapes.meet(request, decision.pipeline, body)
     return jsonify(hosts=list(decision.result))

@@ -30,7 +30,6 @@ from cortex.knowledge.cache import KnowledgeUnavailable, settle_garbage_collecto
 from cortex.scheduler.service import SchedulingFailed, simulation
 from cortex.simulator.replay import request_body
 from cortex.simulator.trace import TraceRequest
-from cortex.store.shapes import shape_key
 
 LOG = logging.getLogger(__name__)
 #: (GPUs, vCPUs, MiB, guest NUMA cells) of the warm-up requests; 0 GPUs: a plain VM.
@@ -130,9 +129,8 @@ def _ask(services: Any, body: dict[str, Any], service: str = "nova",
             return
         request = services.parsers[service](body)
         decision = services.scheduler.schedule(request, simulation())
-        pipeline = services.scheduler.pipelines.pipelines.get(decision.pipeline)
-        if remember and pipeline is not None:
-            services.shapes.remember(shape_key(pipeline, request))
+        if remember:
+            services.shapes.remember(request, decision.pipeline)
     except SchedulingFailed as exc:
         LOG.warning("warm-up request refused: %s", exc.detail)
     except Exception:  # noqa: BLE001 - a warm-up must never keep a worker from serving

@@ -90,20 +90,36 @@ class ShapeStore:
 class ShapeLog:
     """The shapes one worker has met (at most ``size``), new ones handed to the store.
 
-    Thread-safe; the store's writes run one at a time on a background thread, and one
-    that fails is logged and dropped (the shape stays met: it is not retried).
+    ``pipelines``: the worker's PipelineSet, which names the pipeline a decision ran.
+    Without a store the log keeps nothing (recording is off). Thread-safe; the store's
+    writes run one at a time on a background thread, and one that fails is logged and
+    dropped (the shape stays met: it is not retried).
     """
 
-    def __init__(self, store: ShapeStore | None, size: int = 4096) -> None:
+    def __init__(self, store: ShapeStore | None, pipelines: Any = None,
+                 size: int = 4096) -> None:
         self.store = store
+        self.pipelines = pipelines
         self.size = size
         self._met: OrderedDict[Hashable, None] = OrderedDict()
         self._lock = threading.Lock()
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="cortex-shapes") \
             if store is not None else None
 
-    def remember(self, key: Hashable) -> bool:
-        """Mark ``key`` met; whether it is new to this worker."""
+    def _key(self, request: Any, pipeline_name: str | None) -> Hashable | None:
+        """The shape of ``request`` under the named pipeline; None when not recording."""
+        if self.store is None or self.pipelines is None:
+            return None
+        pipeline = self.pipelines.pipelines.get(pipeline_name)
+        return shape_key(pipeline, request) if pipeline is not None else None
+
+    def remember(self, request: Any, pipeline_name: str | None) -> bool:
+        """Mark the request's shape met; whether it is new to this worker."""
+        key = self._key(request, pipeline_name)
+        return key is not None and self._met_first(key)
+
+    def _met_first(self, key: Hashable) -> bool:
+        """Mark ``key`` met; whether it was new."""
         with self._lock:
             if key in self._met:
                 self._met.move_to_end(key)
@@ -113,12 +129,16 @@ class ShapeLog:
                 self._met.popitem(last=False)
             return True
 
-    def meet(self, key: Hashable, service: str, body: Mapping[str, Any]) -> None:
-        """A live call of shape ``key`` with ``body``: stored when new to this worker."""
-        if self.remember(key) and self._writer is not None:
-            self._writer.submit(self._save, shape_id(key), service, stored_body(body))
+    def meet(self, request: Any, pipeline_name: str | None, body: Mapping[str, Any]) -> None:
+        """Store ``body`` when the shape of its ``request`` is new to this worker.
 
-    def _save(self, key_id: str, service: str, body: dict[str, Any]) -> None:
+        ``request`` was parsed from ``body`` and run by the pipeline named.
+        """
+        key = self._key(request, pipeline_name)
+        if key is not None and self._met_first(key):
+            self._writer.submit(self._save, shape_id(key), request.service, body)
+
+    def _save(self, key_id: str, service: str, body: Mapping[str, Any]) -> None:
         try:
             self.store.save(key_id, service, body)
         except SQLAlchemyError as exc:
