@@ -7,9 +7,15 @@ request declares that part as its ``memo_key`` (:meth:`cortex.plugins.base.Plugi
 The engine then keeps each host's answer per step and key in the synced view it was
 computed on (:meth:`cortex.knowledge.view.KnowledgeView.derived`, so the answers go
 with the view when the knowledge version moves), and a later request with the same key
-asks the plugin only about the hosts it has not judged yet. Hosts whose state the
-request's view changed (in-flight reservations, ``KnowledgeView.overlaid``) and hosts
-with several nodes (the nodes the caller names may change the answer) are always asked.
+asks the plugin only about the hosts it has not judged yet. Hosts with several nodes
+(the nodes the caller names may change the answer) are always asked.
+
+A host whose state the request's view changed (in-flight reservations,
+``KnowledgeView.overlaid``) has its answer kept apart, with the state object it was
+judged on, and used again only while the view holds that very object
+(:func:`cortex.knowledge.reservations.with_reservations` keeps a host's reserved state
+while its reservations stay the same). A busy cloud has a reservation in flight on
+thousands of hosts; asking about each of them on every call cost ~35 µs per such host.
 
 The lookups are set and dict operations over host names, done in C: a step whose
 answers are all known costs tens of microseconds for a thousand candidates, where the
@@ -36,15 +42,22 @@ class AnswerTable:
     """One step's answers under one request key: ``known`` hosts, ``answers`` by host.
 
     A filter's table holds only the reasons of the hosts that fail (a known host
-    without an answer passes); a weigher's holds every known host's raw weight.
+    without an answer passes); a weigher's holds every known host's raw weight. Both
+    are answers on the synced states. ``reserved`` holds, per host, the answer on a
+    state an overlay made: ``(that state, answer)``, the answer None for a filter's pass.
     """
 
-    __slots__ = ("known", "answers", "store")
+    __slots__ = ("known", "answers", "reserved", "store")
 
     def __init__(self, store: AnswerStore) -> None:
         self.known: set[str] = set()
         self.answers: dict[str, Any] = {}
+        self.reserved: dict[str, tuple[Any, Any]] = {}
         self.store = store
+
+    def __len__(self) -> int:
+        """Host answers held, synced and reserved."""
+        return len(self.known) + len(self.reserved)
 
 
 class AnswerStore:
@@ -72,7 +85,7 @@ class AnswerStore:
             self._size += count
             while self._size > self.limit and len(self._tables) > 1:
                 _, oldest = self._tables.popitem(last=False)
-                self._size -= len(oldest.known)
+                self._size -= len(oldest)
 
 
 def store_of(view: KnowledgeView, limit: int) -> AnswerStore:
@@ -80,11 +93,38 @@ def store_of(view: KnowledgeView, limit: int) -> AnswerStore:
     return view.root.derived(("step-answers", limit), lambda _: AnswerStore(limit))
 
 
-def _direct(view: KnowledgeView, names: set[str]) -> set[str]:
-    """Of ``names``, the hosts that must be asked every time (see the module docstring)."""
+def _direct(view: KnowledgeView, names: set[str]) -> tuple[set[str], set[str]]:
+    """Of ``names``: ``(hosts asked every time, hosts judged on an overlay's state)``."""
     several = view.root.derived(("hosts-with-several-nodes",), lambda root: frozenset(
         name for name, state in root.hosts.items() if len(state.all_nodes) > 1))
-    return (names & view.overlaid) | (names & several)
+    always = names & several
+    return always, (names & view.overlaid) - always if view.overlaid else set()
+
+
+def _reserved_known(table: AnswerTable, view: KnowledgeView, overlaid: set[str]
+                    ) -> tuple[dict[str, Any], set[str]]:
+    """Of the ``overlaid`` hosts: ``(answers kept on their very state, hosts to ask)``."""
+    kept: dict[str, Any] = {}
+    stale: set[str] = set()
+    reserved, states = table.reserved, view.hosts
+    for host in overlaid:
+        entry = reserved.get(host)  # read once: another call may replace it
+        if entry is not None and entry[0] is states[host]:
+            kept[host] = entry[1]
+        else:
+            stale.add(host)
+    return kept, stale
+
+
+def _keep_reserved(table: AnswerTable, view: KnowledgeView, stale: set[str],
+                   fresh: dict[str, Any]) -> None:
+    """Keep the answers just given on the ``stale`` hosts' overlay states."""
+    reserved, states = table.reserved, view.hosts
+    added = len(stale - reserved.keys())
+    for host in stale:
+        reserved[host] = (states[host], fresh.get(host))
+    if added:
+        table.store.grew(added)
 
 
 def check_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: set[str],
@@ -96,20 +136,26 @@ def check_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: 
     ``names``: the host names of ``hosts``; ``position``: each candidate's place in the
     request, the order of the answer.
     """
-    direct = _direct(view, names)
-    todo = (names - table.known) | direct
+    always, overlaid = _direct(view, names)
+    kept_reserved, stale = _reserved_known(table, view, overlaid)
+    todo = (names - table.known - overlaid) | always | stale
     fresh: dict[str, str] = {}
     if todo:
         fresh = check_all([pair for pair in hosts if pair[0].host in todo])
-        kept = todo - direct
+        kept = todo - always - stale
         answers = table.answers
         for host in kept & fresh.keys():
             answers[host] = fresh[host]
         table.known |= kept
         table.store.grew(len(kept))
-    failing = (names & table.answers.keys()) - direct
+        if stale:
+            _keep_reserved(table, view, stale, fresh)
+    failing = (names & table.answers.keys()) - always - overlaid
     removed = {host: table.answers[host] for host in failing}
-    removed.update((host, reason) for host, reason in fresh.items() if host in direct)
+    removed.update((host, reason) for host, reason in fresh.items()
+                   if host in always or host in stale)
+    removed.update((host, reason) for host, reason in kept_reserved.items()
+                   if reason is not None)
     if len(removed) > 1:
         removed = {host: removed[host] for host in sorted(removed, key=position.__getitem__)}
     return removed
@@ -123,8 +169,9 @@ def weigh_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: 
 
     ``names``: the host names of ``hosts``; ``ordered``: the same in their order.
     """
-    direct = _direct(view, names)
-    todo = (names - table.known) | direct
+    always, overlaid = _direct(view, names)
+    kept_reserved, stale = _reserved_known(table, view, overlaid)
+    todo = (names - table.known - overlaid) | always | stale
     answers = table.answers
     fresh: dict[int, float] = {}
     if todo:
@@ -132,7 +179,7 @@ def weigh_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: 
         weights = weigh_all([hosts[i] for i in indices])
         if len(weights) != len(indices):
             raise ValueError(f"{len(weights)} weights for {len(indices)} hosts")
-        kept = todo - direct
+        kept = todo - always - stale
         for i, weight in zip(indices, weights, strict=True):
             host = hosts[i][0].host
             if host in kept:
@@ -141,7 +188,13 @@ def weigh_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: 
                 fresh[i] = weight
         table.known |= kept
         table.store.grew(len(kept))
+        if stale:
+            _keep_reserved(table, view, stale,
+                           {hosts[i][0].host: weight for i, weight in fresh.items()})
     values: list[float] = list(map(answers.get, ordered))  # type: ignore[arg-type]
     for i, weight in fresh.items():
         values[i] = weight
+    if kept_reserved:
+        for i in [i for i, host in enumerate(ordered) if host in kept_reserved]:
+            values[i] = kept_reserved[ordered[i]]
     return values

@@ -108,13 +108,16 @@ def test_only_new_candidates_are_asked():
     assert list(result.steps[0].removed) == ["b"]
 
 
-def test_hosts_an_overlay_changed_are_asked_each_time():
+def reserve(rid, host_name, vcpus):
+    return Reservation(rid, host_name, f"i-{rid}", None, {"VCPU": vcpus}, (), NOW,
+                       NOW + timedelta(minutes=5))
+
+
+def test_an_overlay_state_is_judged_once_while_its_reservations_stay():
     p, asked, weighed = pipeline()
     synced = fleet()
     run_pipeline(p, request(), synced)
-    reservation = Reservation("r1", "c", "i1", None, {"VCPU": 30}, (), NOW,
-                              NOW + timedelta(minutes=5))
-    overlaid = with_reservations(synced, [reservation], NOW)
+    overlaid = with_reservations(synced, [reserve("r1", "c", 30)], NOW)
     assert overlaid.overlaid == {"c"}
     asked.clear()
     weighed.clear()
@@ -122,8 +125,59 @@ def test_hosts_an_overlay_changed_are_asked_each_time():
     assert sorted(asked) == ["c", "e"] and sorted(weighed) == ["c", "e"]
     assert result.steps[1].raw["c"] == 32.0      # the reserved state, not the synced one
     asked.clear()
-    run_pipeline(p, request(), synced)
-    assert asked == ["e"]                        # the overlay's answer was not kept
+    weighed.clear()
+    again = run_pipeline(p, request(), with_reservations(synced, [reserve("r1", "c", 30)], NOW))
+    assert asked == ["e"] and weighed == ["e"]   # the same reserved state: kept
+    assert again.steps[1].raw["c"] == 32.0
+    asked.clear()
+    synced_again = run_pipeline(p, request(), synced)
+    assert asked == ["e"]                        # the synced answer stands beside it
+    assert synced_again.steps[1].raw["c"] == 2.0
+
+
+def test_other_reservations_on_a_host_are_judged_again():
+    p, asked, weighed = pipeline()
+    synced = fleet()
+    run_pipeline(p, request(), with_reservations(synced, [reserve("r1", "c", 30)], NOW))
+    asked.clear()
+    weighed.clear()
+    two = [reserve("r1", "c", 30), reserve("r2", "c", 10)]
+    result = run_pipeline(p, request(), with_reservations(synced, two, NOW))
+    assert sorted(weighed) == ["c", "e"]
+    assert result.steps[1].raw["c"] == 42.0
+
+
+def test_a_filter_answer_on_an_overlay_state_is_kept_with_its_reason():
+    p, asked, _ = pipeline()
+    synced = fleet()
+    reservations = [reserve("r1", "b", 1), reserve("r2", "d", 1)]
+    first = run_pipeline(p, request(), with_reservations(synced, reservations, NOW))
+    asked.clear()
+    again = run_pipeline(p, request(), with_reservations(synced, reservations, NOW))
+    assert asked == ["e"]
+    assert again.steps[0].removed == first.steps[0].removed == {"b": "named"}
+    assert again.hosts == first.hosts
+
+
+def test_kept_overlay_answers_equal_answers_asked_afresh():
+    import random
+
+    rng = random.Random(7)
+    kept, _, _ = pipeline()
+    fresh, _, _ = pipeline()
+    synced = fleet()
+    pool = [reserve(f"r{i}", rng.choice([*HOSTS, "e"]), rng.randint(1, 20)) for i in range(12)]
+    for _ in range(60):
+        chosen = rng.sample(pool, rng.randint(0, 6))
+        overlaid = with_reservations(synced, chosen, NOW)
+        project = rng.choice(["a", "bc", "x"])
+        names = rng.sample([*HOSTS, "e"], rng.randint(1, 5))
+        got = run_pipeline(kept, request(project, names), overlaid)
+        want = run_pipeline(fresh, request(project, names), overlaid, memo_limit=0)
+        assert got.hosts == want.hosts
+        assert got.steps[0].removed == want.steps[0].removed
+        assert list(got.steps[0].removed) == list(want.steps[0].removed)
+        assert got.steps[1].values == want.steps[1].values
 
 
 def test_the_limit_drops_the_least_recently_used_keys():
