@@ -227,7 +227,7 @@ def _run_filter(step: Step[Filter], run: _Run, alive: list[Judged]
                         hosts_in=len(alive), removed=removed, detail=detail)
     if step.shadow or not removed:
         return result, alive
-    left = [(c, s) for c, s in alive if c.host not in removed]
+    left = [pair for pair in alive if pair[0].host not in removed]  # the same pairs, kept
     if run.alive is alive:
         run.alive, run.names = left, run.names - removed.keys()
     return result, left

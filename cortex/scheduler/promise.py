@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections import ChainMap
 from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any
@@ -74,7 +75,8 @@ def promise_first(pipeline: Pipeline, request: Any, base: KnowledgeView,
     started = time.perf_counter()
     removed: dict[str, str] = {}
     status, reason, detail = "ran", None, None
-    judged = [h for h in result.hosts if h in base.hosts and h not in result.unknown_hosts]
+    unknown = frozenset(result.unknown_hosts)
+    judged = (h for h in result.hosts if h in base.hosts and h not in unknown)
     try:
         for tries, host in enumerate(judged):
             if tries == MAX_PROMISE_TRIES:
@@ -94,6 +96,8 @@ def promise_first(pipeline: Pipeline, request: Any, base: KnowledgeView,
         status, reason = "error", repr(exc)
     step = StepResult(STEP, "filter", status, (time.perf_counter() - started) * 1000, reason,
                       hosts_in=len(result.hosts), removed=removed, detail=detail)
+    if not removed:  # the common case: the answer stands as it is
+        return dataclasses.replace(result, steps=[*result.steps, step])
     hosts = [h for h in result.hosts if h not in removed]
     weights = {h: w for h, w in result.weights.items() if h not in removed}
     return dataclasses.replace(result, hosts=hosts, steps=[*result.steps, step],
@@ -111,8 +115,10 @@ def _recheck(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: Kn
     own = request.instance_uuid
     others = [r for r in current if not (own and r.instance_uuid == own)]
     state = reserve_host(base.hosts[host], pending(others, base, now))
+    # the one host laid over the request's view, without copying every other host's entry
     view = dataclasses.replace(overlaid, hosts=MappingProxyType(
-        dict(overlaid.hosts) | {host: state}), base=overlaid,
+        ChainMap({host: state}, overlaid.hosts)),  # type: ignore[arg-type]  # only read
+        base=overlaid,
         overlaid=overlaid.overlaid | {host})
     reason = refusal(pipeline, request, view, host)
     if reason is not None:
