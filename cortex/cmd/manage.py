@@ -438,7 +438,7 @@ def simulate(conf: config.Config, args) -> int:
             path = Path(args.plot)
             if len(results) > 1:
                 path = path.with_name(f"{path.stem}-{fleet.name}{path.suffix}")
-            written = report.plot(fleet_runs.runs, path, title)
+            written = report.plot(fleet_runs.by_seed or [fleet_runs.runs], path, title)
             print(f"\nplot: {written}", file=sys.stderr if args.format == "json" else sys.stdout)
     return 0
 

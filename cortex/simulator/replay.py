@@ -104,6 +104,26 @@ class RunResult:
                 return 100 * decision.free_gpus / self.passthrough_gpus
         return None
 
+    def unallocated_curve(self, levels: Sequence[float]) -> list[float | None]:
+        """:meth:`unallocated_pct_at` at each of the ascending ``levels``, in one pass."""
+        if not self.passthrough_gpus:
+            return [None] * len(levels)
+        found: list[float | None] = []
+        arrived, decisions = 0, iter(self.decisions)
+        decision = None
+        for level in levels:
+            wanted = self.passthrough_gpus * level / 100
+            while decision is None or arrived < wanted:
+                decision = next(decisions, None)
+                if decision is None:
+                    break
+                arrived += decision.gpus
+            if decision is None:
+                found.extend([None] * (len(levels) - len(found)))
+                break
+            found.append(100 * decision.free_gpus / self.passthrough_gpus)
+        return found
+
     @property
     def placed(self) -> int:
         """Requests placed."""

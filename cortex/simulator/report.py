@@ -135,8 +135,56 @@ def rolling(values: Sequence[float], window: int | None = None) -> list[float]:
     return means
 
 
-def plot(runs: Sequence[RunResult], path: str | Path, title: str) -> Path:
-    """Write a PNG of the runs over the trace: rejections, fragmentation, NVLink, decision time.
+#: Arrived workload (% of the fleet's passthrough GPUs) on the plot's unallocated-GPU panel.
+ARRIVED_AXIS = tuple(range(0, 151, 5))
+
+
+def spread(series: Sequence[Sequence[float | None]]) -> list[tuple[float, float, float]]:
+    """Per position: ``(lowest, median, highest)`` over the seeds' series.
+
+    ``series``: one sequence per seed; a shorter one, a None or a NaN counts as missing
+    there. NaN for all three where every seed is missing.
+    """
+    found = []
+    for i in range(max((len(s) for s in series), default=0)):
+        values = sorted(v for s in series if i < len(s) and (v := s[i]) is not None
+                        and not math.isnan(v))
+        if values:
+            found.append((values[0], statistics.median(values), values[-1]))
+        else:
+            found.append((math.nan, math.nan, math.nan))
+    return found
+
+
+def _curves(run: RunResult) -> dict[str, list[float | None]]:
+    """The per-arrival series a run is plotted by (see :func:`plot`)."""
+    rejected, nvlink, multi = 0, 0, 0
+    cumulative: list[float | None] = []
+    shares: list[float | None] = []
+    for d in run.decisions:
+        rejected += d.host is None
+        cumulative.append(rejected)
+        if d.host and d.gpus >= 2:
+            multi += 1
+            nvlink += bool(d.nvlink)
+        shares.append(100 * nvlink / multi if multi else None)
+    return {"rejected": cumulative, "nvlink": shares,
+            "frag8": list(rolling([d.frag8 for d in run.decisions])),
+            "unallocated": run.unallocated_curve(ARRIVED_AXIS)}
+
+
+def plot(by_seed: Sequence[Sequence[RunResult]], path: str | Path, title: str) -> Path:
+    """Write a PNG of the pipelines' runs over every seed; its path.
+
+    ``by_seed``: per seed, one run per pipeline in the same order (``FleetRuns.by_seed``;
+    one seed is ``[runs]``). Six panels, each pipeline in its own colour, the line the
+    median over the seeds and the band their lowest to highest: requests rejected so
+    far, free GPUs that cannot serve an 8-GPU request (rolling mean of :data:`WINDOW`
+    arrivals), the NVLink share of multi-GPU placements so far, Weng et al.'s
+    unallocated GPUs (% of the passthrough GPUs) against the workload arrived (% of
+    them, 0 to 150; a trace with departures frees GPUs as it goes, so read it on
+    ``fill`` runs), the requests placed before the first rejection of each seed (a
+    dot per seed, a bar at the mean), and the decision times of all seeds.
 
     Needs matplotlib (the ``simulate`` extra); uses the Agg backend (no display).
     """
@@ -145,41 +193,51 @@ def plot(runs: Sequence[RunResult], path: str | Path, title: str) -> Path:
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    figure, axes = pyplot.subplots(2, 2, figsize=(12, 8))
-    for run in runs:
-        x = [d.index + 1 for d in run.decisions]
-        rejected, nvlink, multi, shares = 0, 0, 0, []
-        cumulative = []
-        for d in run.decisions:
-            rejected += d.host is None
-            cumulative.append(rejected)
-            if d.host and d.gpus >= 2:
-                multi += 1
-                nvlink += bool(d.nvlink)
-            shares.append(100 * nvlink / multi if multi else float("nan"))
-        line = axes[0][0].plot(x, cumulative, label=run.pipeline)[0]
-        axes[0][1].plot(x, rolling([d.frag4 for d in run.decisions]), color=line.get_color(),
-                        label=f"{run.pipeline}: < 4 free")
-        axes[0][1].plot(x, rolling([d.frag8 for d in run.decisions]), color=line.get_color(),
-                        linestyle="--", label=f"{run.pipeline}: < 8 free")
-        axes[1][0].plot(x, shares, color=line.get_color(), label=run.pipeline)
-        times = sorted(d.decision_ms for d in run.decisions)
-        axes[1][1].plot(times, [100 * (i + 1) / len(times) for i in range(len(times))],
-                        color=line.get_color(), label=run.pipeline)
-    axes[1][1].set_xscale("log")
+    figure, axes = pyplot.subplots(2, 3, figsize=(17, 9))
+    flat = [a for row in axes for a in row]
+    pipelines = [run.pipeline for run in by_seed[0]]
+    for index, name in enumerate(pipelines):
+        runs = [seed[index] for seed in by_seed]
+        curves = [_curves(run) for run in runs]
+        colour = f"C{index}"
+        for axis, key in ((flat[0], "rejected"), (flat[1], "frag8"), (flat[2], "nvlink")):
+            _band(axis, None, spread([c[key] for c in curves]), colour, name)
+        _band(flat[3], ARRIVED_AXIS, spread([c["unallocated"] for c in curves]), colour, name)
+        counts = [run.placed_before_first_rejection for run in runs]
+        flat[4].scatter([index] * len(counts), counts, color=colour, alpha=0.6, s=18,
+                        label=name)
+        flat[4].hlines(statistics.fmean(counts), index - 0.3, index + 0.3, color=colour)
+        times = sorted(d.decision_ms for run in runs for d in run.decisions)
+        flat[5].plot(times, [100 * (i + 1) / len(times) for i in range(len(times))],
+                     color=colour, label=name)
+    flat[4].set_xticks(range(len(pipelines)), pipelines, fontsize=7)
+    flat[4].set_xlim(-0.6, len(pipelines) - 0.4)
+    flat[5].set_xscale("log")
+    seeds = f"{len(by_seed)} seed{'s' if len(by_seed) > 1 else ''}"
     labels = (("requests rejected (cumulative)", "arrival"),
-              (f"free GPUs that cannot serve a 4-/8-GPU request (mean of {WINDOW})", "arrival"),
+              (f"free GPUs that cannot serve an 8-GPU request (mean of {WINDOW})", "arrival"),
               ("multi-GPU placements all NVLink (cumulative %)", "arrival"),
+              ("unallocated GPUs (%, Weng et al.)", "workload arrived (% of the GPUs)"),
+              (f"placed before the first rejection ({seeds})", ""),
               ("decisions (%) at or under", "decision time (ms)"))
-    for axis, (ylabel, xlabel) in zip((a for row in axes for a in row), labels, strict=True):
+    for axis, (ylabel, xlabel) in zip(flat, labels, strict=True):
         axis.set_title(ylabel, fontsize=10)
         axis.set_xlabel(xlabel)
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
-    figure.suptitle(title)
+    figure.suptitle(f"{title}\nline: median over {seeds}; band: lowest to highest")
     figure.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=90)
     pyplot.close(figure)
     return path
+
+
+def _band(axis: Any, x: Sequence[float] | None, points: Sequence[tuple[float, float, float]],
+          colour: str, label: str) -> None:
+    """The median line and the lowest-to-highest band of :func:`spread`'s ``points``."""
+    xs = list(x) if x is not None else list(range(1, len(points) + 1))
+    low, middle, high = ([p[i] for p in points] for i in range(3))
+    axis.plot(xs, middle, color=colour, label=label)
+    axis.fill_between(xs, low, high, color=colour, alpha=0.2, linewidth=0)

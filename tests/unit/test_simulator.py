@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import math
 import subprocess
 import sys
 from collections import Counter
@@ -353,6 +354,30 @@ def test_unallocated_gpus_as_the_arrived_workload_grows(micro):
     assert run.unallocated_pct_at(50) == 50.0   # after r2 (4 arrived): 4 free
     assert run.unallocated_pct_at(100) == 50.0  # after r5 (9 arrived): 4 free
     assert run.unallocated_pct_at(120) is None  # 9.6 GPUs never arrive
+    levels = [0, 10, 25, 30, 50, 60, 100, 110, 120, 150]
+    assert run.unallocated_curve(levels) == [run.unallocated_pct_at(v) for v in levels]
+    assert run.unallocated_curve([]) == []
+
+
+def test_spread_over_seeds_skips_what_a_seed_lacks():
+    from cortex.simulator.report import spread
+
+    got = spread([[1.0, 5.0, None], [3.0, math.nan, 2.0, 7.0], [2.0, 4.0]])
+    assert got[:3] == [(1.0, 2.0, 3.0), (4.0, 4.5, 5.0), (2.0, 2.0, 2.0)]
+    assert got[3] == (7.0, 7.0, 7.0)
+    assert all(math.isnan(v) for v in spread([[None], [math.nan]])[0])
+    assert spread([]) == []
+
+
+def test_the_plot_shows_every_seed(alibaba, tmp_path):
+    """Two shuffles of the Alibaba pods: one plot, the seeds' spread on every panel."""
+    plot = tmp_path / "seeds.png"
+    code = manage.main(["simulate", "--fleet", str(alibaba / "nodes.csv"), "--trace",
+                        str(alibaba / "pods.csv"), "--mode", "fill", "--shuffle", "1",
+                        "--seeds", "2", "--pipeline", SUBJECT, "--compare", BASELINE,
+                        "--plot", str(plot)])
+    assert code == 0
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10000
 
 
 def test_interval_is_students_t():
