@@ -420,7 +420,7 @@ def simulate(conf: config.Config, args) -> int:
         models=args.models, shuffle=args.shuffle,
         synthetic=SyntheticSpec(requests=args.requests, seed=args.seed, load=args.load),
         seeds=args.seeds, device_order=args.device_order,
-        fragmentation_sizes=args.fragmentation_sizes)
+        fragmentation_sizes=args.fragmentation_sizes, candidate_order=args.candidate_order)
     results = run(spec, progress=lambda line: print(line, file=sys.stderr))
     if args.format == "json":
         print(json.dumps({"scenarios": [
@@ -590,6 +590,9 @@ def _simulate_parser(sub) -> None:
     sim.add_argument("--device-order", choices=("pci", "shuffled"), default="pci",
                      help="the simulated nova-computes' PCI device order: pci (what the "
                           "weighers assume) or shuffled per host (their prediction errors)")
+    sim.add_argument("--candidate-order", choices=("fleet", "shuffled"), default="fleet",
+                     help="the order Nova offers the hosts in, which decides ties: the "
+                          "fleet's (Nova's defaults) or shuffled per arrival")
     sim.add_argument("--fragmentation-sizes", choices=("options", "trace"), default="options",
                      help="weigher_gpu_fragmentation's request sizes: each pipeline's options "
                           "or the trace's own distribution (as sizes_from: demand learns it)")

@@ -24,6 +24,7 @@ after it: free GPUs on hosts with fewer than 4 (8) free GPUs, which can serve no
 from __future__ import annotations
 
 import math
+import random
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -231,12 +232,23 @@ def request_body(request: TraceRequest, hosts: list[dict[str, str]],
             "context": {"request_id": f"req-{request.id}", "project_id": "simulator"}}
 
 
+#: The order the simulated Nova offers its hosts in. ``fleet``: the fleet's, as Nova's
+#: host manager lists compute nodes (by database id: the order they registered) and, with
+#: its defaults (``[filter_scheduler] shuffle_best_same_weighed_hosts = False``,
+#: ``host_subset_size = 1``), takes the first of equally weighed hosts. ``shuffled``: a
+#: fresh permutation per arrival, seeded by the seed and the arrival (the same for every
+#: pipeline of a seed), as with ``shuffle_best_same_weighed_hosts = True`` or a host
+#: manager that lists hosts in no fixed order.
+CANDIDATE_ORDERS = ("fleet", "shuffled")
+
+
 def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, pipeline: str,
            max_attempts: int = 3, pack_numa_cells: bool = False,
            max_rejections: int | None = None,
            on_event: Callable[[str, TraceRequest, SimCloud], None] | None = None,
            device_order: str = "pci", seed: int = 0,
-           request_sizes: Mapping[int, int] | None = None) -> RunResult:
+           request_sizes: Mapping[int, int] | None = None,
+           candidate_order: str = "fleet") -> RunResult:
     """Replay ``trace`` on a fresh copy of ``fleet`` through ``pipeline``.
 
     ``max_rejections`` stops the replay after that many rejected requests (a filled
@@ -244,8 +256,12 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
     each arrival and departure (to inspect the cloud). ``device_order`` (and ``seed``):
     the simulated trackers' device order (:data:`cortex.simulator.cloud.DEVICE_ORDERS`);
     ``request_sizes``: the recorded creates' sizes the views carry (:class:`SimCloud`).
-    Raises SimulationError for an unknown pipeline or device order.
+    ``candidate_order``: the order the hosts are offered in (:data:`CANDIDATE_ORDERS`),
+    which decides the ties. Raises SimulationError for an unknown pipeline or order.
     """
+    if candidate_order not in CANDIDATE_ORDERS:
+        raise SimulationError(f"unknown candidate order {candidate_order!r} (known: "
+                              f"{', '.join(CANDIDATE_ORDERS)})")
     if device_order not in DEVICE_ORDERS:
         raise SimulationError(f"unknown device order {device_order!r} (known: "
                               f"{', '.join(DEVICE_ORDERS)})")
@@ -268,8 +284,10 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
                 on_event(kind, request, cloud)
             continue
         offered, offered_weights = hosts, weights
+        if candidate_order == "shuffled":
+            offered = random.Random(f"{seed}:{index}").sample(hosts, len(hosts))
         if request.vgpus:
-            offered = [h for h in hosts if cloud.hosts[h["host"]].vgpu_room(request.vgpus)]
+            offered = [h for h in offered if cloud.hosts[h["host"]].vgpu_room(request.vgpus)]
             offered_weights = {h["host"]: 0.0 for h in offered}
         decision = _decide(cloud, service, index, request,
                            request_body(request, offered, offered_weights, pipeline),

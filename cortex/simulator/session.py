@@ -32,6 +32,9 @@ class SimulationSpec:
     ``device_order``: the simulated trackers' device order
     (:data:`cortex.simulator.cloud.DEVICE_ORDERS`; ``shuffled``: seeded per seed and host,
     the prediction errors of a tracker the weighers' model does not know);
+    ``candidate_order``: the order the hosts are offered in
+    (:data:`cortex.simulator.replay.CANDIDATE_ORDERS`; ``shuffled`` decides the ties at
+    random, seeded per seed and arrival);
     ``fragmentation_sizes``: ``options`` (each pipeline's own) or ``trace``: the views
     carry the trace's passthrough sizes as the recorded demand and every pipeline's
     ``weigher_gpu_fragmentation`` measures against them (``sizes_from: demand``).
@@ -52,6 +55,7 @@ class SimulationSpec:
     seeds: int = 1
     device_order: str = "pci"
     fragmentation_sizes: str = "options"
+    candidate_order: str = "fleet"
 
 
 @dataclass
@@ -147,7 +151,7 @@ def simulate(spec: SimulationSpec, progress: Callable[[str], None] = lambda _: N
                              pack_numa_cells=spec.pack_numa_cells,
                              max_rejections=spec.max_rejections,
                              device_order=spec.device_order, seed=offset,
-                             request_sizes=sizes)
+                             request_sizes=sizes, candidate_order=spec.candidate_order)
                 progress(f"{fleet.name}: {pipeline}: {len(run.decisions)} requests in "
                          f"{run.wall_s:.1f} s")
                 runs.append(run)

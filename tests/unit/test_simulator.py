@@ -449,6 +449,26 @@ def test_a_tracker_in_another_device_order_makes_prediction_errors_visible():
         replay(fleet, trace[:1], pipelines, SUBJECT, device_order="reversed")
 
 
+def test_shuffled_candidates_let_ties_fall_anywhere_the_same_for_every_pipeline():
+    """32 empty HGX hosts weigh the same for Nova: its first pick is the first offered."""
+    import random
+
+    fleet = read_fleet(resolve_fleet("hgx"))
+    trace = synthetic_trace(fleet, SyntheticSpec(requests=6, seed=2, load=1.0))
+    names = [h.name for h in fleet.hosts]
+    in_order = replay(fleet, trace, PIPELINES, BASELINE)
+    assert in_order.decisions[0].host == names[0]
+    shuffled = replay(fleet, trace, PIPELINES, BASELINE, candidate_order="shuffled", seed=4)
+    first = random.Random("4:0").sample(names, len(names))[0]
+    assert first != names[0] and shuffled.decisions[0].host == first
+    again = replay(fleet, trace, PIPELINES, BASELINE, candidate_order="shuffled", seed=4)
+    assert [d.host for d in again.decisions] == [d.host for d in shuffled.decisions]
+    other = replay(fleet, trace, PIPELINES, BASELINE, candidate_order="shuffled", seed=5)
+    assert [d.host for d in other.decisions] != [d.host for d in shuffled.decisions]
+    with pytest.raises(SimulationError, match="unknown candidate order"):
+        replay(fleet, trace[:1], PIPELINES, BASELINE, candidate_order="reversed")
+
+
 def test_fragmentation_can_measure_against_the_traces_own_sizes():
     from cortex.simulator.session import SimulationSpec, simulate, trace_sizes
 
