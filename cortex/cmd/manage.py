@@ -420,7 +420,8 @@ def simulate(conf: config.Config, args) -> int:
         models=args.models, shuffle=args.shuffle,
         synthetic=SyntheticSpec(requests=args.requests, seed=args.seed, load=args.load),
         seeds=args.seeds, device_order=args.device_order,
-        fragmentation_sizes=args.fragmentation_sizes, candidate_order=args.candidate_order)
+        fragmentation_sizes=args.fragmentation_sizes, candidate_order=args.candidate_order,
+        gpu_sharing=args.gpu_sharing, vgpu_slots=args.vgpu_slots)
     results = run(spec, progress=lambda line: print(line, file=sys.stderr))
     if args.format == "json":
         print(json.dumps({"scenarios": [
@@ -597,6 +598,13 @@ def _simulate_parser(sub) -> None:
                      help="weigher_gpu_fragmentation's request sizes: each pipeline's options "
                           "or the trace's own distribution (as sizes_from: demand learns it)")
     sim.add_argument("--models", help="Alibaba model rules (default: shipped)")
+    sim.add_argument("--gpu-sharing", choices=("vgpu-hosts", "any"),
+                     help="Alibaba: fractional pods on a share of vGPU hosts (as Nova can) "
+                          "or on any GPU not passed through (Weng et al.'s setting); "
+                          "default: the model rules'")
+    sim.add_argument("--vgpu-slots", type=int, metavar="N",
+                     help="Alibaba: vGPUs of one GPU, the fractions' granularity "
+                          "(default: the model rules')")
     sim.add_argument("--plot", metavar="PNG", help="write a plot (one per fleet: -<fleet>)")
     sim.add_argument("--seeds", type=int, default=1, metavar="N",
                      help="replay N variants: the synthetic seed (or --shuffle's) counted up")

@@ -117,9 +117,13 @@ def board_report(board: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _gpus(board: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Report GPUs: free, healthy, passthrough unless the board is a vGPU host."""
+    """Report GPUs: free, healthy, passthrough unless the board is a vGPU host.
+
+    A board whose GPUs are shared any way (``gpu_sharing: any``) reports them as
+    passthrough GPUs; the simulated host shows each as it is used (:mod:`.cloud`).
+    """
     model = board["gpu"]
-    vgpu = bool(board.get("vgpu_slots"))
+    vgpu = bool(board.get("vgpu_slots")) and board.get("gpu_sharing", "vgpu") == "vgpu"
     return [{"pci_address": g["pci"], "vendor_id": model.get("vendor_id", VENDOR_NVIDIA),
              "device_id": model["product_id"], "name": model.get("name"), "index": i,
              "memory_mb": model.get("memory_mb"), "dev_type": "type-PCI",

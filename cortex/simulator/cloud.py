@@ -11,7 +11,11 @@ weighers assume, or a seeded shuffle per host, as a tracker that listed its devi
 otherwise would have; the claim then records the devices the weighers' model predicted,
 so the prediction errors show); it picks pinned CPUs core by core (siblings together, as
 Nova's ``prefer`` thread policy does) and vGPUs on the first GPU with room
-(``vgpu_parent``). After every change the host answers a new immutable
+(``vgpu_parent``). A board with ``gpu_sharing: any`` (Weng et al.'s setting, which
+Nova cannot run) lets each GPU be passed through whole or shared by vGPUs, whichever
+comes first: a host shows a vGPU request its GPUs that are not passed through as vGPU
+parents, and a passthrough request its GPUs that hold no vGPU as free passthrough GPUs
+(:data:`KINDS`). After every change the host answers a new immutable
 :class:`~cortex.knowledge.view.HostState`, with its instances (what the synced servers
 list would show) and DCGM-like features (``gpu.power_watts``, ``gpu.utilization``,
 ``gpu.temperature_celsius``, framebuffer bytes) modelled from the board's idle and busy
@@ -53,6 +57,9 @@ class Allocation:
 
 #: The device orders a simulated nova-compute's PCI tracker may have.
 DEVICE_ORDERS = ("pci", "shuffled")
+#: What a request asks, for a host whose GPUs are shared any way: ``pci`` (passthrough
+#: GPUs) or ``vgpu``. Such a host shows each kind its own state.
+KINDS = ("pci", "vgpu")
 
 
 class SimHost:
@@ -86,7 +93,8 @@ class SimHost:
         self.shuffled = device_order == "shuffled"
         self.order = {a: i for i, a in enumerate(addresses)}
         self.allocations: dict[str, Allocation] = {}
-        self._state: HostState | None = None
+        self.flexible = bool(self.vgpu_slots) and spec.board.get("gpu_sharing") == "any"
+        self._states: dict[str, HostState] = {}
 
     # -- the view
     @property
@@ -101,47 +109,84 @@ class SimHost:
 
     def vgpu_room(self, count: int) -> bool:
         """Whether one GPU has ``count`` free vGPUs (a Placement VGPU provider per GPU)."""
-        return bool(self.vgpu_slots) and any(used + count <= self.vgpu_slots
-                                             for used in self.vgpus.values())
+        return bool(self.vgpu_slots) and any(free >= count for free in self._vgpu_free())
+
+    def _vgpu_free(self) -> list[int]:
+        """Free vGPUs per GPU in PCI order; 0 for a GPU passed through."""
+        return [0 if a in self.gpus_in_use else self.vgpu_slots - used
+                for a, used in self.vgpus.items()]
 
     def passthrough_gpus(self) -> int:
-        """Passthrough GPUs of the host (0 on a vGPU host)."""
-        return 0 if self.vgpu_slots else len(self.base.gpus)
+        """GPUs that may be passed through (0 on a vGPU host)."""
+        return 0 if self.vgpu_slots and not self.flexible else len(self.base.gpus)
 
     def free_gpus(self) -> int:
-        """Free passthrough GPUs."""
-        return 0 if self.vgpu_slots else len(self.base.gpus) - len(self.gpus_in_use)
+        """Free passthrough GPUs (on a shared-any host: neither passed through nor shared)."""
+        if self.vgpu_slots and not self.flexible:
+            return 0
+        return sum(1 for a, used in self.vgpus.items()
+                   if a not in self.gpus_in_use and not used)
 
-    def state(self) -> HostState:
-        """The HostState of the host now (rebuilt only after a change)."""
-        if self._state is None:
-            self._state = self._build_state()
-        return self._state
+    def unallocated_gpus(self) -> float:
+        """Weng et al.'s unallocated GPUs of the host, in GPUs.
 
-    def _build_state(self) -> HostState:
+        Its free passthrough GPUs; on a host whose GPUs are shared any way also the free
+        share of each GPU that vGPUs share; 0 on a vGPU host.
+        """
+        if not self.flexible:
+            return float(self.free_gpus())
+        return sum(1.0 if not used else (self.vgpu_slots - used) / self.vgpu_slots
+                   for a, used in self.vgpus.items() if a not in self.gpus_in_use)
+
+    def state(self, kind: str = "pci") -> HostState:
+        """The HostState of the host now (rebuilt only after a change).
+
+        ``kind`` (:data:`KINDS`) matters only on a host whose GPUs are shared any way.
+        """
+        kind = kind if self.flexible else "pci"
+        found = self._states.get(kind)
+        if found is None:
+            found = self._states[kind] = self._build_state(kind)
+        return found
+
+    def _build_state(self, kind: str = "pci") -> HostState:
         """Inventories with usage, the topology with usage, DCGM-like features."""
         inventories = MappingProxyType({rc: replace(inv, used=self.used[rc])
                                         for rc, inv in self.inventories.items()})
+        if self.flexible and "VGPU" in inventories:  # a GPU passed through has no vGPU room
+            vgpu = inventories["VGPU"]
+            inventories = MappingProxyType(dict(inventories) | {"VGPU": replace(
+                vgpu, total=self.vgpu_slots * (len(self.base.gpus) - len(self.gpus_in_use)))})
         node = NodeState(self.name, f"uuid-{self.name}", "QEMU", 8002000, "x86_64",
                          frozenset(), inventories)
         return HostState(self.name, self.spec.availability_zone, True, True, None, (),
                          MappingProxyType({self.name: node}), frozenset(),
                          features=MappingProxyType(self._features()),
                          instances=tuple(InstanceSummary(uuid) for uuid in self.allocations),
-                         topology=self.topology())
+                         topology=self.topology(kind))
 
-    def topology(self) -> HostTopology:
-        """The board's topology with the host's usage."""
+    def topology(self, kind: str = "pci") -> HostTopology:
+        """The board's topology with the host's usage, as a ``kind`` request sees it.
+
+        On a host whose GPUs are shared any way a vGPU request sees every GPU not passed
+        through as a vGPU parent, a passthrough request every GPU that holds a vGPU as in
+        use.
+        """
         cells = tuple(replace(c, pinned_cpus=self.pinned[c.id],
                               memory_usage=self.cell_memory[c.id],
                               cpu_usage=self.cell_shared[c.id]) for c in self.base.cells)
         holders = {gpu: uuid for uuid, a in self.allocations.items() for gpu in a.gpus}
-        gpus = tuple(replace(g, in_use=g.pci_address in self.gpus_in_use,
-                             in_use_source="placement",
-                             vgpus_in_use=self.vgpus[g.pci_address],
-                             instance_uuid=holders.get(g.pci_address))
-                     for g in self.base.gpus)
-        return HostTopology(cells=cells, gpus=gpus, links=self.base.links)
+        gpus = []
+        for g in self.base.gpus:
+            passed, vgpus = g.pci_address in self.gpus_in_use, self.vgpus[g.pci_address]
+            shown = replace(g, in_use=passed, in_use_source="placement", vgpus_in_use=vgpus,
+                            instance_uuid=holders.get(g.pci_address))
+            if self.flexible and kind == "vgpu" and not passed:
+                shown = replace(shown, virtualization_mode="host_vgpu")
+            elif self.flexible and kind == "pci" and vgpus:
+                shown = replace(shown, in_use=True)
+            gpus.append(shown)
+        return HostTopology(cells=cells, gpus=tuple(gpus), links=self.base.links)
 
     def _features(self) -> dict[str, float]:
         """Power, utilization, temperature and framebuffer from the GPUs in use."""
@@ -151,8 +196,8 @@ class SimHost:
         model = self.spec.board["gpu"]
         idle, busy = model.get("idle_watts", 50.0), model.get("busy_watts", 300.0)
         slots = self.vgpu_slots
-        loads = [min(1.0, self.vgpus[a] / slots) if slots else float(a in self.gpus_in_use)
-                 for a in self.vgpus]
+        loads = [1.0 if a in self.gpus_in_use else min(1.0, used / slots) if slots else 0.0
+                 for a, used in self.vgpus.items()]
         utilization = sum(loads) / count
         memory = float(model.get("memory_mb", 16384)) * 1048576
         return {"gpu.power_watts": sum(idle + (busy - idle) * u for u in loads),
@@ -169,11 +214,13 @@ class SimHost:
         host's real pool order) and vGPU room on one GPU; changes nothing on failure.
         """
         resources = dict(request.resources)
+        vgpus = sum(r.count for r in request.vgpu_devices)
+        state = self.state("vgpu" if vgpus else "pci")
         for rc, amount in resources.items():
-            inventory = self.state().nodes[self.name].inventories.get(rc)
+            inventory = state.nodes[self.name].inventories.get(rc)
             if inventory is None or inventory.refusal(amount):
                 return None
-        topology = self.state().topology
+        topology = state.topology
         ratios = (self.inventories["VCPU"].allocation_ratio if "VCPU" in self.inventories
                   else 1.0, 1.0)
         claim = predict_claim(topology, request, ratios[0], ratios[1], self.pack, self.order)
@@ -183,10 +230,9 @@ class SimHost:
             topology, request, ratios[0], ratios[1], self.pack)
         allocation = Allocation(resources, gpus=claim.devices, cells=claim.cells,
                                 predicted=predicted.devices if predicted else ())
-        vgpus = sum(r.count for r in request.vgpu_devices)
         if vgpus:
             parents = list(self.vgpus)
-            index = vgpu_parent([self.vgpu_slots - self.vgpus[a] for a in parents], vgpus)
+            index = vgpu_parent(self._vgpu_free(), vgpus)
             if index is None:
                 return None
             allocation.vgpus[parents[index]] = vgpus
@@ -232,7 +278,7 @@ class SimHost:
             self.gpus_in_use.update(allocation.gpus)
         else:
             self.gpus_in_use.difference_update(allocation.gpus)
-        self._state = None
+        self._states = {}
 
 
 class SimCloud:
@@ -251,23 +297,36 @@ class SimCloud:
                       for spec in fleet.hosts}
         self.version = 0
         self.network = build_topology({}, fleet.network)
-        self._view: KnowledgeView | None = None
+        #: What the request being decided asks (:data:`KINDS`): the view shows hosts
+        #: whose GPUs are shared any way as that kind of request sees them.
+        self.kind = "pci"
+        self.flexible = any(host.flexible for host in self.hosts.values())
+        #: vGPUs of one GPU where GPUs are shared any way (the first such board's; 0: none)
+        self.vgpu_slots = next((h.vgpu_slots for h in self.hosts.values() if h.flexible), 0)
+        self._views: dict[str, KnowledgeView] = {}
 
     def view(self) -> KnowledgeView:
         """An immutable view of every host now (unchanged hosts keep their HostState).
 
         The same view as last time while no host changed, as a worker keeps its view
         until the knowledge version moves; a new version after any claim or release.
+        With hosts whose GPUs are shared any way, one view per :attr:`kind`.
         """
-        states = {name: host.state() for name, host in self.hosts.items()}
-        last = self._view
+        kind = self.kind if self.flexible else "pci"
+        states = {name: host.state(kind) for name, host in self.hosts.items()}
+        last = self._views.get(kind)
         if last is not None and all(last.hosts[n] is s for n, s in states.items()):
             return last
         self.version += 1
-        self._view = KnowledgeView(self.version, EPOCH, MappingProxyType(states),
-                                   network=self.network,
-                                   gpu_request_sizes=self.request_sizes)
-        return self._view
+        view = self._views[kind] = KnowledgeView(self.version, EPOCH,
+                                                 MappingProxyType(states),
+                                                 network=self.network,
+                                                 gpu_request_sizes=self.request_sizes)
+        return view
+
+    def unallocated_gpus(self) -> float:
+        """Weng et al.'s unallocated GPUs of the fleet (:meth:`SimHost.unallocated_gpus`)."""
+        return sum(host.unallocated_gpus() for host in self.hosts.values())
 
     def free_gpu_counts(self) -> Mapping[str, tuple[int, int]]:
         """``(free, all)`` passthrough GPUs per host."""

@@ -29,6 +29,19 @@ class SimulationError(ValueError):
 
 
 _INT = {"type": "integer", "minimum": 1}
+
+#: How a board with ``vgpu_slots`` shares its GPUs. ``vgpu``: every GPU is a time-sliced
+#: vGPU parent (Nova's vGPU host: ``[devices] enabled_mdev_types`` on every GPU). ``any``:
+#: each GPU is passed through whole or shared by vGPUs, whichever comes first, and is
+#: free for either again once its last guest left: Weng et al.'s setting (any GPU may be
+#: shared), which Nova cannot run today, since nova-compute binds a GPU to vfio-pci or
+#: to the vGPU manager by its configuration, not per guest.
+GPU_SHARING = ("vgpu", "any")
+#: The Alibaba model rules' ``gpu_sharing``: ``vgpu-hosts`` makes ``vgpu_share`` of the
+#: nodes vGPU hosts and the rest passthrough hosts; ``any`` lets every GPU of every node
+#: be shared (boards with ``gpu_sharing: any``).
+ALIBABA_SHARING = ("vgpu-hosts", "any")
+
 BOARD_SCHEMA: dict[str, Any] = {
     "type": "object", "additionalProperties": False,
     "required": ["sockets", "cores_per_socket", "memory_mb_per_node", "gpu"],
@@ -54,6 +67,7 @@ BOARD_SCHEMA: dict[str, Any] = {
                                       "type": "array", "minItems": 2, "maxItems": 2,
                                       "items": {"type": "integer", "minimum": 0}}}}},
         "vgpu_slots": _INT,
+        "gpu_sharing": {"enum": list(GPU_SHARING)},
     },
 }
 FLEET_SCHEMA: dict[str, Any] = {
@@ -79,6 +93,7 @@ MODELS_SCHEMA: dict[str, Any] = {
     "type": "object", "required": ["models", "vgpu_slots", "vgpu_share"],
     "properties": {
         "vgpu_slots": _INT, "vgpu_share": {"type": "number", "minimum": 0, "maximum": 1},
+        "gpu_sharing": {"enum": list(ALIBABA_SHARING)},
         "models": {"type": "object", "additionalProperties": {
             "type": "object", "required": ["product_id"], "additionalProperties": False,
             "properties": {"product_id": {"type": "string"},
@@ -119,11 +134,15 @@ class Fleet:
 
 
 def read_fleet(path: str | Path, sample_nodes: int = 1,
-               models: str | Path | None = None, sample_offset: int = 0) -> Fleet:
-    """The fleet of a fleet file or of Alibaba's node CSV (every ``sample_nodes``-th node)."""
+               models: str | Path | None = None, sample_offset: int = 0,
+               overrides: Mapping[str, Any] | None = None) -> Fleet:
+    """The fleet of a fleet file or of Alibaba's node CSV (every ``sample_nodes``-th node).
+
+    ``models`` and ``overrides`` (:func:`alibaba_models`) apply to Alibaba's nodes.
+    """
     path = Path(path)
     if path.suffix == ".csv":
-        return alibaba_fleet(path, sample_nodes, models, sample_offset)
+        return alibaba_fleet(path, sample_nodes, models, sample_offset, overrides)
     data = load_document(path, FLEET_SCHEMA, SimulationError)
     boards = data["boards"]
     if isinstance(boards, str):
@@ -148,17 +167,30 @@ def read_fleet(path: str | Path, sample_nodes: int = 1,
     return Fleet(path.stem, tuple(hosts), str(path), network)
 
 
-def alibaba_models(path: str | Path | None = None) -> dict[str, Any]:
-    """The model rules (``alibaba-models.yaml``), validated."""
+def alibaba_models(path: str | Path | None = None,
+                   overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The model rules (``alibaba-models.yaml``), validated, with ``overrides`` laid over.
+
+    ``overrides``: rule values that replace the file's (``vgpu_slots``, ``gpu_sharing``;
+    None values are left out). SimulationError for a file or a value that is invalid.
+    """
     if path is None:
         from cortex.conf import shipped_file
 
         path = shipped_file("simulator/alibaba-models.yaml")
-    return load_document(path, MODELS_SCHEMA, SimulationError)
+    rules = load_document(path, MODELS_SCHEMA, SimulationError)
+    rules.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    if rules.get("gpu_sharing", "vgpu-hosts") not in ALIBABA_SHARING:
+        raise SimulationError(f"gpu_sharing must be one of {', '.join(ALIBABA_SHARING)}, "
+                              f"not {rules['gpu_sharing']!r}")
+    if not isinstance(rules["vgpu_slots"], int) or rules["vgpu_slots"] < 1:
+        raise SimulationError(f"vgpu_slots must be a whole number >= 1, not "
+                              f"{rules['vgpu_slots']!r}")
+    return rules
 
 
 def alibaba_board(cpus: int, memory_mb: int, gpus: int, model: Mapping[str, Any],
-                  vgpu_slots: int | None = None) -> dict[str, Any]:
+                  vgpu_slots: int | None = None, sharing: str = "vgpu") -> dict[str, Any]:
     """A board for one Alibaba node, by the rules stated in ``alibaba-models.yaml``."""
     sockets = 2 if gpus >= 2 and cpus >= 16 else 1
     nvlink = (model.get("nvlink") or {}).get(str(gpus), "none")
@@ -171,18 +203,23 @@ def alibaba_board(cpus: int, memory_mb: int, gpus: int, model: Mapping[str, Any]
         "gpu_count": gpus, "nvlink": {"kind": nvlink}}
     if vgpu_slots:
         board["vgpu_slots"] = vgpu_slots
+        if sharing != "vgpu":
+            board["gpu_sharing"] = sharing
     return board
 
 
 def alibaba_fleet(path: Path, sample_nodes: int = 1, models: str | Path | None = None,
-                  sample_offset: int = 0) -> Fleet:
+                  sample_offset: int = 0, overrides: Mapping[str, Any] | None = None) -> Fleet:
     """Alibaba's GPU nodes as a fleet: every ``sample_nodes``-th node of each kind of node.
 
     A kind is (model, GPUs, CPUs, memory); sampling keeps the fleet's mix, starting at the
     ``sample_offset``-th node of a kind (each kind keeps at least one node).
-    ``vgpu_share`` of each kind's kept nodes become vGPU hosts.
+    ``vgpu_share`` of each kind's kept nodes become vGPU hosts; with ``gpu_sharing: any``
+    every node's GPUs may be shared instead (:data:`ALIBABA_SHARING`). ``overrides``:
+    see :func:`alibaba_models`.
     """
-    rules = alibaba_models(models)
+    rules = alibaba_models(models, overrides)
+    shared = rules.get("gpu_sharing", "vgpu-hosts") == "any"
     rows = _csv_rows(path, _NODE_COLUMNS)
     groups: dict[tuple, list[dict[str, str]]] = {}
     for row in rows:
@@ -198,11 +235,12 @@ def alibaba_fleet(path: Path, sample_nodes: int = 1, models: str | Path | None =
         step = max(1, sample_nodes)
         kept = members[sample_offset % step::step] or members[:1]
         for i, row in enumerate(kept):
-            vgpu = int((i + 1) * share) > int(i * share)
+            vgpu = shared or int((i + 1) * share) > int(i * share)
             board = alibaba_board(int(cpu_milli) // 1000, int(memory), int(gpus), model,
-                                  rules["vgpu_slots"] if vgpu else None)
+                                  rules["vgpu_slots"] if vgpu else None,
+                                  "any" if shared else "vgpu")
             hosts.append(HostSpec(row["sn"], None, board, f"{model_name}x{gpus}"
-                                  + (" vGPU" if vgpu else "")))
+                                  + (" shared" if shared else " vGPU" if vgpu else "")))
     return Fleet(path.stem, tuple(sorted(hosts, key=lambda h: h.name)), str(path))
 
 

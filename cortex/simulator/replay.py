@@ -71,8 +71,11 @@ class Decision:
     attempts: int
     frag4: int
     frag8: int
-    free_gpus: int
+    free_gpus: float
     mispredicted: bool | None = None
+    #: GPUs asked: ``gpus``, and where vGPUs share passthrough GPUs (boards with
+    #: ``gpu_sharing: any``) also ``vgpus`` as their share of one GPU.
+    demand: float = 0.0
 
 
 @dataclass
@@ -98,9 +101,9 @@ class RunResult:
         """
         if not self.passthrough_gpus:
             return None
-        wanted, arrived = self.passthrough_gpus * arrived_pct / 100, 0
+        wanted, arrived = self.passthrough_gpus * arrived_pct / 100, 0.0
         for decision in self.decisions:
-            arrived += decision.gpus
+            arrived += decision.demand
             if arrived >= wanted:
                 return 100 * decision.free_gpus / self.passthrough_gpus
         return None
@@ -110,7 +113,7 @@ class RunResult:
         if not self.passthrough_gpus:
             return [None] * len(levels)
         found: list[float | None] = []
-        arrived, decisions = 0, iter(self.decisions)
+        arrived, decisions = 0.0, iter(self.decisions)
         decision = None
         for level in levels:
             wanted = self.passthrough_gpus * level / 100
@@ -118,7 +121,7 @@ class RunResult:
                 decision = next(decisions, None)
                 if decision is None:
                     break
-                arrived += decision.gpus
+                arrived += decision.demand
             if decision is None:
                 found.extend([None] * (len(levels) - len(found)))
                 break
@@ -289,6 +292,7 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
         if request.vgpus:
             offered = [h for h in offered if cloud.hosts[h["host"]].vgpu_room(request.vgpus)]
             offered_weights = {h["host"]: 0.0 for h in offered}
+        cloud.kind = "vgpu" if request.vgpus else "pci"
         decision = _decide(cloud, service, index, request,
                            request_body(request, offered, offered_weights, pipeline),
                            max_attempts)
@@ -347,10 +351,13 @@ def _decide(cloud: SimCloud, service: SchedulerService, index: int,
         if cells is not None:
             local = all(gpus.nodes[gpus.index[a]] in cells for a in devices)
     counts = cloud.free_gpu_counts().values()
+    demand = float(trace_request.gpus)
+    if cloud.flexible and trace_request.vgpus:
+        demand += trace_request.vgpus / cloud.vgpu_slots
     return Decision(index, trace_request.id, trace_request.gpus, trace_request.vgpus, host,
                     reason, tuple(devices), nvlink, possible, local, elapsed, attempts,
-                    stranded(counts, 4), stranded(counts, 8), sum(f for f, _ in counts),
-                    mispredicted if trace_request.gpus else None)
+                    stranded(counts, 4), stranded(counts, 8), cloud.unallocated_gpus(),
+                    mispredicted if trace_request.gpus else None, demand)
 
 
 def stranded(counts: Iterable[tuple[int, int]], k: int) -> int:

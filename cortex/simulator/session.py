@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from cortex.pipeline.config import PipelineConfigError, PipelineSet, load_pipelines
 from cortex.pipeline.overrides import with_overrides
@@ -32,6 +33,9 @@ class SimulationSpec:
     ``device_order``: the simulated trackers' device order
     (:data:`cortex.simulator.cloud.DEVICE_ORDERS`; ``shuffled``: seeded per seed and host,
     the prediction errors of a tracker the weighers' model does not know);
+    ``gpu_sharing``/``vgpu_slots``: override the Alibaba model rules' (None: the file's;
+    :data:`cortex.simulator.fleet.ALIBABA_SHARING`, ``any`` lets fractional pods share
+    any GPU, as Weng et al. simulate);
     ``candidate_order``: the order the hosts are offered in
     (:data:`cortex.simulator.replay.CANDIDATE_ORDERS`; ``shuffled`` decides the ties at
     random, seeded per seed and arrival);
@@ -56,6 +60,13 @@ class SimulationSpec:
     device_order: str = "pci"
     fragmentation_sizes: str = "options"
     candidate_order: str = "fleet"
+    gpu_sharing: str | None = None
+    vgpu_slots: int | None = None
+
+    @property
+    def model_overrides(self) -> dict[str, Any]:
+        """The Alibaba model rules this spec overrides (``gpu_sharing``, ``vgpu_slots``)."""
+        return {"gpu_sharing": self.gpu_sharing, "vgpu_slots": self.vgpu_slots}
 
 
 @dataclass
@@ -98,7 +109,7 @@ def load_trace(spec: SimulationSpec, fleet: Fleet) -> tuple[str, list[TraceReque
         name = (f"synthetic (seed {spec.synthetic.seed}, load {spec.synthetic.load:g}, "
                 f"{spec.synthetic.requests} requests)")
     else:
-        requests = read_trace(spec.trace, spec.mode, spec.models)
+        requests = read_trace(spec.trace, spec.mode, spec.models, spec.model_overrides)
         name = f"{Path(spec.trace).name} ({spec.mode})"
     if spec.shuffle is not None:
         if spec.mode != "fill":
@@ -137,7 +148,8 @@ def simulate(spec: SimulationSpec, progress: Callable[[str], None] = lambda _: N
                               "replayed in its own order is the same every time)")
     results = []
     for name in spec.fleets:
-        fleet = read_fleet(resolve_fleet(name), spec.sample_nodes, spec.models)
+        fleet = read_fleet(resolve_fleet(name), spec.sample_nodes, spec.models,
+                           overrides=spec.model_overrides)
         by_seed, trace_name, count = [], "", 0
         for offset in range(spec.seeds):
             seeded = _seeded(spec, offset)

@@ -81,13 +81,18 @@ class TraceRequest:
 
 
 def read_trace(path: str | Path, mode: str = "timeline",
-               models: str | Path | None = None) -> list[TraceRequest]:
-    """The requests of a trace file or an Alibaba pod list, by arrival; SimulationError if bad."""
+               models: str | Path | None = None,
+               overrides: Mapping[str, Any] | None = None) -> list[TraceRequest]:
+    """The requests of a trace file or an Alibaba pod list, by arrival; SimulationError if bad.
+
+    ``models`` and ``overrides`` (:func:`cortex.simulator.fleet.alibaba_models`) apply to
+    an Alibaba pod list.
+    """
     if mode not in MODES:
         raise SimulationError(f"mode must be one of {', '.join(MODES)}")
     path = Path(path)
     if path.suffix == ".csv":
-        requests = alibaba_trace(path, mode, models)
+        requests = alibaba_trace(path, mode, models, overrides)
     else:
         data = load_document(path, TRACE_SCHEMA, SimulationError)
         requests = [_request(raw, mode) for raw in data["requests"]]
@@ -109,10 +114,10 @@ def _request(raw: Mapping[str, Any], mode: str) -> TraceRequest:
                         raw.get("cpu_policy", "dedicated"), tuple(raw.get("products", ())))
 
 
-def alibaba_trace(path: Path, mode: str = "fill",
-                  models: str | Path | None = None) -> list[TraceRequest]:
+def alibaba_trace(path: Path, mode: str = "fill", models: str | Path | None = None,
+                  overrides: Mapping[str, Any] | None = None) -> list[TraceRequest]:
     """The GPU pods of an Alibaba pod list as TraceRequests (see the module docstring)."""
-    rules = alibaba_models(models)
+    rules = alibaba_models(models, overrides)
     products = {name: m["product_id"] for name, m in rules["models"].items()}
     slots = rules["vgpu_slots"]
     requests = []

@@ -140,6 +140,65 @@ def test_alibaba_pods_become_requests(alibaba):
     assert {r.id: r.departure for r in timeline}["p5"] == 50.0
 
 
+def _claim(host, index, gpus=0, vgpus=0):
+    """Claim a request of ``gpus`` passthrough GPUs or ``vgpus`` vGPUs on a SimHost."""
+    from cortex.request.nova import NovaRequest
+    from cortex.simulator.replay import request_body
+    from cortex.simulator.trace import TraceRequest
+
+    trace = TraceRequest(f"r{index}", 0.0, None, gpus, vgpus, 2, 1024, 1,
+                         "legacy" if gpus else None, "dedicated")
+    names = [{"host": host.name, "hypervisor_hostname": host.name}]
+    request = NovaRequest.from_body(request_body(trace, names, {host.name: 0.0}, SUBJECT))
+    return host.claim(f"r{index}", request)
+
+
+def test_any_gpu_may_be_shared_when_the_rules_say_so(alibaba):
+    """gpu_sharing any: a GPU is passed through whole or shared by vGPUs, never both."""
+    from cortex.simulator.cloud import SimHost
+
+    overrides = {"gpu_sharing": "any", "vgpu_slots": 10}
+    fleet = read_fleet(alibaba / "nodes.csv", overrides=overrides)
+    assert all(h.board["gpu_sharing"] == "any" and h.board["vgpu_slots"] == 10
+               for h in fleet.hosts)
+    t4 = SimHost(next(h for h in fleet.hosts if h.name == "n4"))     # 2 T4 GPUs
+    first, second = (g.pci_address for g in t4.base.gpus)
+    assert (t4.passthrough_gpus(), t4.free_gpus(), t4.unallocated_gpus()) == (2, 2, 2.0)
+    shared = _claim(t4, 0, vgpus=3)
+    assert shared.vgpus == {first: 3} and t4.vgpu_room(10)    # the other GPU is whole
+    assert (t4.free_gpus(), t4.unallocated_gpus()) == (1, 1.7)
+    assert _claim(t4, 1, gpus=2) is None                     # the shared GPU is not free
+    whole = _claim(t4, 2, gpus=1)
+    assert whole.gpus == (second,) and t4.vgpu_room(7) and not t4.vgpu_room(8)
+    assert _claim(t4, 3, vgpus=8) is None                    # no vGPU on a passed GPU
+    pci, vgpu = t4.state("pci").topology.gpus, t4.state("vgpu").topology.gpus
+    assert [(g.in_use, g.virtualization_mode) for g in pci] == [(True, "none")] * 2
+    assert [(g.in_use, g.virtualization_mode, g.vgpus_in_use) for g in vgpu] == [
+        (False, "host_vgpu", 3), (True, "none", 0)]
+    assert t4.state("vgpu").nodes["n4"].inventories["VGPU"].total == 10   # one GPU's room
+    t4.release("r0")
+    assert _claim(t4, 4, gpus=1).gpus == (first,)          # whole again once unshared
+    plain = SimHost(next(h for h in read_fleet(alibaba / "nodes.csv").hosts
+                         if h.name == "n4"))
+    assert plain.state("vgpu") is plain.state("pci")       # other boards: one state
+    trace = read_trace(alibaba / "pods.csv", "fill", overrides=overrides)
+    assert {r.id: r.vgpus for r in trace}["p1"] == 5          # 460 milli in tenths
+    with pytest.raises(SimulationError, match="gpu_sharing must be one of"):
+        read_fleet(alibaba / "nodes.csv", overrides={"gpu_sharing": "all"})
+
+
+def test_weng_et_al_count_the_free_share_of_shared_gpus(alibaba):
+    """Unallocated GPUs count what vGPUs leave of a GPU; the arrived demand their share."""
+    overrides = {"gpu_sharing": "any", "vgpu_slots": 10}
+    fleet = read_fleet(alibaba / "nodes.csv", overrides=overrides)
+    trace = read_trace(alibaba / "pods.csv", "fill", overrides=overrides)
+    run = replay(fleet, trace, PIPELINES, SUBJECT)
+    assert run.passthrough_gpus == 35                    # every GPU of the fleet
+    by_id = {d.request_id: d for d in run.decisions}
+    assert by_id["p1"].host and by_id["p1"].demand == 0.5 and by_id["p0"].demand == 1.0
+    assert by_id["p1"].free_gpus == 32.5          # 35 - p0's and p5's GPU - half of one
+
+
 def test_a_bad_trace_is_refused(tmp_path):
     path = tmp_path / "trace.yaml"
     path.write_text(yaml.safe_dump({"requests": [
