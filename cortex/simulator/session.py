@@ -137,8 +137,6 @@ def simulate(spec: SimulationSpec, progress: Callable[[str], None] = lambda _: N
         raise SimulationError(f"fragmentation sizes come from "
                               f"{' or '.join(FRAGMENTATION_SIZES)}, not "
                               f"{spec.fragmentation_sizes!r}")
-    if spec.fragmentation_sizes == "trace":
-        pipelines = trace_sizes(pipelines)
     if spec.sample_nodes < 1:
         raise SimulationError("--sample-nodes must be at least 1")
     if spec.seeds < 1:
@@ -156,10 +154,11 @@ def simulate(spec: SimulationSpec, progress: Callable[[str], None] = lambda _: N
             named, requests = load_trace(seeded, fleet)
             trace_name, count = trace_name or named, count or len(requests)
             runs = []
-            sizes = (request_sizes(requests) if spec.fragmentation_sizes == "trace"
-                     else None)
+            sizes, used = None, pipelines
+            if spec.fragmentation_sizes == "trace":
+                sizes, used = request_sizes(requests), trace_sizes(pipelines, requests)
             for pipeline in spec.pipelines:
-                run = replay(fleet, requests, pipelines, pipeline,
+                run = replay(fleet, requests, used, pipeline,
                              pack_numa_cells=spec.pack_numa_cells,
                              max_rejections=spec.max_rejections,
                              device_order=spec.device_order, seed=offset,
@@ -184,10 +183,19 @@ def request_sizes(trace: Sequence[TraceRequest]) -> dict[int, int]:
     return dict(Counter(r.gpus for r in trace if r.gpus))
 
 
-def trace_sizes(pipelines: PipelineSet) -> PipelineSet:
-    """``pipelines`` with every ``weigher_gpu_fragmentation`` measuring the recorded sizes."""
-    changed = {name: with_overrides(p, {_FRAGMENTATION: {"sizes_from": "demand",
-                                                          "min_learned": 1}})
+def trace_sizes(pipelines: PipelineSet, trace: Sequence[TraceRequest] = ()) -> PipelineSet:
+    """``pipelines`` with every ``weigher_gpu_fragmentation`` measuring the trace's sizes.
+
+    Passthrough sizes as the recorded demand (``sizes_from: demand``, the view carries
+    them); vGPU sizes (``vgpu_sizes``) as the shares of the ``trace``'s vGPU requests,
+    when it has any: the shipped shares are counts of quarter GPUs, which a finer
+    ``vgpu_slots`` makes meaningless.
+    """
+    options: dict[str, object] = {"sizes_from": "demand", "min_learned": 1}
+    vgpus = Counter(r.vgpus for r in trace if r.vgpus)
+    if vgpus:
+        options["vgpu_sizes"] = {str(k): float(v) for k, v in sorted(vgpus.items())}
+    changed = {name: with_overrides(p, {_FRAGMENTATION: options})
                if any(s.name == _FRAGMENTATION for s in p.weighers) else p
                for name, p in pipelines.pipelines.items()}
     return replace(pipelines, pipelines=changed)

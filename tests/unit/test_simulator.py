@@ -537,6 +537,15 @@ def test_fragmentation_can_measure_against_the_traces_own_sizes():
                 if s.name == "weigher_gpu_fragmentation")
     assert (step.plugin.options.sizes_from, step.plugin.options.min_learned) == ("demand", 1)
     assert changed.pipelines[BASELINE] is pipelines.pipelines[BASELINE], "no such weigher"
+    assert step.plugin.options.vgpu_sizes == {"1": 0.5, "2": 0.3, "4": 0.2}   # no vGPUs
+    from cortex.simulator.trace import TraceRequest
+
+    fractions = [TraceRequest(f"v{i}", 0.0, None, 0, size, 2, 1024)
+                 for i, size in enumerate((46, 46, 10, 100))]
+    shared = trace_sizes(pipelines, fractions)
+    step = next(s for s in shared.pipelines[SUBJECT].weighers
+                if s.name == "weigher_gpu_fragmentation")
+    assert step.plugin.options.vgpu_sizes == {"10": 1.0, "46": 2.0, "100": 1.0}
     spec = SimulationSpec(fleets=["mixed"], trace="synthetic", pipelines=[SUBJECT],
                           mode="fill", fragmentation_sizes="trace",
                           synthetic=SyntheticSpec(requests=60, seed=2, load=1.0))
