@@ -161,6 +161,10 @@ def simulation(pipeline: str | None = None,
                       holds=holds)
 
 
+#: The host name the warm-up locks (and reserves nothing on) to open a store connection.
+WARM_UP_HOST = "cortex-warm-up"
+
+
 class SchedulingFailed(Exception):
     """A call that got no ranking: ``status`` 400 or 503, ``detail``, an error ``code``.
 
@@ -241,6 +245,25 @@ class SchedulerService:
             self._observe(decision, request, view)
         self._finish(decision, started, options, record)
         return decision
+
+    def prepare(self, decision: Decision) -> None:
+        """Ready what a live call of ``decision``'s shape will touch (a worker's warm-up).
+
+        The metric series of its pipeline and steps (:meth:`SchedulerMetrics.prepare`),
+        the promise step's among them, and, for a Nova call, a connection of the
+        reservation store's pool, opened by taking and releasing a host lock.
+        Database trouble is the first call's to meet: it is logged here, never raised.
+        """
+        if self.metrics is not None and decision.pipeline:
+            self.metrics.prepare(decision.service, decision.pipeline,
+                                 [*(s.name for s in decision.steps), PROMISE_STEP])
+        if decision.service == "nova" and self.reservations is not None \
+                and self.settings.reservation_ttl > 0:
+            try:
+                with self.reservations.lock_host(WARM_UP_HOST, datetime.now(UTC)):
+                    pass
+            except Exception as exc:  # noqa: BLE001 - the first call meets it again
+                LOG.warning("warm-up: reservation store unreachable: %r", exc)
 
     def refused(self, service: str, status: int, detail: str, started: float) -> None:
         """Count and log a call the HTTP layer refused before it became a request.

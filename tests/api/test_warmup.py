@@ -40,6 +40,41 @@ def test_warm_up_loads_the_view_and_asks_as_simulations(engine, database_url):
         services.knowledge.close()
 
 
+def test_warm_up_readies_the_series_and_the_store_connection_of_live_calls(engine,
+                                                                           database_url):
+    """A fresh worker's first live call finds its metric series made and a promise's
+    connection open: in gunicorn's multiprocess mode the series alone cost several ms."""
+    app = create_app(make_conf(**{"database.connection": database_url,
+                                  "scheduler.reservation_ttl": 300.0}), engine=engine)
+    services = app.extensions["cortex"]
+    series = services.scheduler.metrics.step_duration
+    locked = []
+    lock_host = services.scheduler.reservations.lock_host
+
+    def recording(host, now):
+        locked.append(host)
+        return lock_host(host, now)
+
+    services.scheduler.reservations.lock_host = recording
+    try:
+        assert not series._metrics
+        warm_up(app)
+        made = set(series._metrics)
+        assert ("kvm-gpu-topology-aware", "inflight_reservations") in made
+        assert ("kvm-gpu-topology-aware", "filter_pci_numa_affinity") in made
+        assert {p for p, _ in made} == {"kvm-gpu-topology-aware",
+                                        "kvm-general-purpose-load-balancing"}
+        assert locked and set(locked) == {"cortex-warm-up"}
+        view = services.knowledge.current
+        assert services.scheduler.reservations.active(view.loaded_at) == []
+        text_ = app.test_client().get("/metrics").get_data(as_text=True)
+        assert ('cortex_pipeline_step_duration_seconds_count{pipeline="kvm-gpu-topology-'
+                'aware",step="inflight_reservations"} 0.0') in text_
+    finally:
+        services.decisions.close()
+        services.knowledge.close()
+
+
 def test_warm_up_without_a_database_leaves_it_to_the_first_call(caplog):
     app = create_app(make_conf(**{
         "database.connection": "postgresql+psycopg://postgres@127.0.0.1:9/nowhere",
