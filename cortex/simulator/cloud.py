@@ -141,8 +141,11 @@ class SimHost:
     def state(self, kind: str = "pci") -> HostState:
         """The HostState of the host now (rebuilt only after a change).
 
-        ``kind`` (:data:`KINDS`) matters only on a host whose GPUs are shared any way.
+        ``kind`` (:data:`KINDS`) matters only on a host whose GPUs are shared any way;
+        ValueError for another.
         """
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
         kind = kind if self.flexible else "pci"
         found = self._states.get(kind)
         if found is None:
