@@ -47,13 +47,15 @@ class AnswerTable:
     state an overlay made: ``(that state, answer)``, the answer None for a filter's pass.
     """
 
-    __slots__ = ("known", "answers", "reserved", "store")
+    __slots__ = ("known", "answers", "reserved", "store", "key", "counted")
 
-    def __init__(self, store: AnswerStore) -> None:
+    def __init__(self, store: AnswerStore, key: Hashable = None) -> None:
         self.known: set[str] = set()
         self.answers: dict[str, Any] = {}
         self.reserved: dict[str, tuple[Any, Any]] = {}
         self.store = store
+        self.key = key
+        self.counted = 0  # host answers the store has counted for this table
 
     def __len__(self) -> int:
         """Host answers held, synced and reserved."""
@@ -74,18 +76,34 @@ class AnswerStore:
         with self._lock:
             table = self._tables.get(key)
             if table is None:
-                table = self._tables[key] = AnswerTable(self)
+                table = self._tables[key] = AnswerTable(self, key)
             else:
                 self._tables.move_to_end(key)
             return table
 
-    def grew(self, count: int) -> None:
-        """``count`` more host answers were kept: drop the oldest tables past the limit."""
+    def grew(self, table: AnswerTable) -> None:
+        """``table`` keeps more host answers: count them, drop the oldest tables past the limit.
+
+        The count is the table's own size, not what the caller added: calls that fill one
+        table at once, or fill a table another call just dropped, would otherwise count
+        answers twice or count answers the store no longer holds, and a store that
+        believes itself full drops every table on every call. (Through gunicorn under
+        concurrent load a worker's count reached 1,037,056 answers with 935 held.)
+        """
         with self._lock:
-            self._size += count
+            if self._tables.get(table.key) is not table:
+                return  # dropped meanwhile: its answers go with it
+            size = len(table)
+            self._size += size - table.counted
+            table.counted = size
             while self._size > self.limit and len(self._tables) > 1:
                 _, oldest = self._tables.popitem(last=False)
-                self._size -= len(oldest)
+                self._size -= oldest.counted
+
+    @property
+    def size(self) -> int:
+        """Host answers counted in the tables held."""
+        return self._size
 
 
 def store_of(view: KnowledgeView, limit: int) -> AnswerStore:
@@ -120,11 +138,9 @@ def _keep_reserved(table: AnswerTable, view: KnowledgeView, stale: set[str],
                    fresh: dict[str, Any]) -> None:
     """Keep the answers just given on the ``stale`` hosts' overlay states."""
     reserved, states = table.reserved, view.hosts
-    added = len(stale - reserved.keys())
     for host in stale:
         reserved[host] = (states[host], fresh.get(host))
-    if added:
-        table.store.grew(added)
+    table.store.grew(table)
 
 
 def check_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: set[str],
@@ -147,7 +163,7 @@ def check_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: 
         for host in kept & fresh.keys():
             answers[host] = fresh[host]
         table.known |= kept
-        table.store.grew(len(kept))
+        table.store.grew(table)
         if stale:
             _keep_reserved(table, view, stale, fresh)
     failing = (names & table.answers.keys()) - always - overlaid
@@ -187,7 +203,7 @@ def weigh_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: 
             else:
                 fresh[i] = weight
         table.known |= kept
-        table.store.grew(len(kept))
+        table.store.grew(table)
         if stale:
             _keep_reserved(table, view, stale,
                            {hosts[i][0].host: weight for i, weight in fresh.items()})

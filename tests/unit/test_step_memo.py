@@ -200,3 +200,58 @@ def test_no_limit_keeps_nothing():
     asked.clear()
     run_pipeline(p, request(), synced, memo_limit=0)
     assert sorted(asked) == ["a", "b", "c", "d", "e"]
+
+
+def _hosts(names):
+    """``(candidate, state)`` pairs for check_memoised (a state the fake check ignores)."""
+    from cortex.request import Candidate
+
+    return [(Candidate(n, (), 0.0), None) for n in names]
+
+
+def _held(store):
+    return sum(len(t) for t in store._tables.values())
+
+
+def test_a_table_dropped_while_a_call_fills_it_does_not_count():
+    from cortex.pipeline.memo import AnswerStore
+
+    store = AnswerStore(limit=12)
+    early = store.table("early")
+    early.known |= {f"h{i}" for i in range(5)}
+    store.grew(early)
+    late = store.table("late")
+    late.known |= {f"g{i}" for i in range(10)}
+    store.grew(late)                         # past the limit: the early table goes
+    assert store.size == 10 == _held(store)
+    early.known |= {f"h{i}" for i in range(5, 11)}   # a call still filling it
+    store.grew(early)
+    assert store.size == 10 == _held(store)
+    store.grew(late)                         # counted again: nothing new
+    assert store.size == 10
+
+
+def test_two_calls_filling_one_table_at_once_count_its_answers_once():
+    import threading
+
+    from cortex.pipeline.memo import AnswerStore, check_memoised
+
+    store = AnswerStore(limit=1000)
+    table = store.table(("step", "nova", ()))
+    names = [f"h{i}" for i in range(20)]
+    both = threading.Barrier(2)
+
+    def check_all(pairs):
+        both.wait(timeout=30)                # both calls found the same hosts unknown
+        return {pairs[0][0].host: "no"}
+
+    def call():
+        check_memoised(table, _hosts(names), set(names), view(), {n: i for i, n in
+                                                                  enumerate(names)}, check_all)
+
+    threads = [threading.Thread(target=call) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(table.known) == 20 and store.size == 20 == _held(store)
