@@ -140,7 +140,6 @@ def _keep_reserved(table: AnswerTable, view: KnowledgeView, stale: set[str],
     reserved, states = table.reserved, view.hosts
     for host in stale:
         reserved[host] = (states[host], fresh.get(host))
-    table.store.grew(table)
 
 
 def check_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: set[str],
@@ -163,9 +162,9 @@ def check_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: 
         for host in kept & fresh.keys():
             answers[host] = fresh[host]
         table.known |= kept
-        table.store.grew(table)
         if stale:
             _keep_reserved(table, view, stale, fresh)
+        table.store.grew(table)
     failing = (names & table.answers.keys()) - always - overlaid
     removed = {host: table.answers[host] for host in failing}
     removed.update((host, reason) for host, reason in fresh.items()
@@ -203,10 +202,10 @@ def weigh_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: 
             else:
                 fresh[i] = weight
         table.known |= kept
-        table.store.grew(table)
         if stale:
             _keep_reserved(table, view, stale,
                            {hosts[i][0].host: weight for i, weight in fresh.items()})
+        table.store.grew(table)
     values: list[float] = list(map(answers.get, ordered))  # type: ignore[arg-type]
     for i, weight in fresh.items():
         values[i] = weight

@@ -247,23 +247,28 @@ class SchedulerService:
         return decision
 
     def prepare(self, decision: Decision) -> None:
-        """Ready what a live call of ``decision``'s shape will touch (a worker's warm-up).
+        """Make the metric series a live call of ``decision``'s shape counts into.
 
-        The metric series of its pipeline and steps (:meth:`SchedulerMetrics.prepare`),
-        the promise step's among them, and, for a Nova call, a connection of the
-        reservation store's pool, opened by taking and releasing a host lock.
-        Database trouble is the first call's to meet: it is logged here, never raised.
+        Its pipeline's and steps' (:meth:`SchedulerMetrics.prepare`), the promise
+        step's among them: a worker's warm-up calls it for each shape it asked.
         """
         if self.metrics is not None and decision.pipeline:
             self.metrics.prepare(decision.service, decision.pipeline,
                                  [*(s.name for s in decision.steps), PROMISE_STEP])
-        if decision.service == "nova" and self.reservations is not None \
-                and self.settings.reservation_ttl > 0:
-            try:
-                with self.reservations.lock_host(WARM_UP_HOST, datetime.now(UTC)):
-                    pass
-            except Exception as exc:  # noqa: BLE001 - the first call meets it again
-                LOG.warning("warm-up: reservation store unreachable: %r", exc)
+
+    def open_reservation_store(self) -> None:
+        """Open a connection of the reservation store's pool before the first promise.
+
+        Takes and releases a host lock (nothing is reserved); a worker's warm-up calls
+        it once. Database trouble is the first call's to meet: logged here, never raised.
+        """
+        if self.reservations is None or self.settings.reservation_ttl <= 0:
+            return
+        try:
+            with self.reservations.lock_host(WARM_UP_HOST, datetime.now(UTC)):
+                pass
+        except Exception as exc:  # noqa: BLE001 - the first call meets it again
+            LOG.warning("warm-up: reservation store unreachable: %r", exc)
 
     def refused(self, service: str, status: int, detail: str, started: float) -> None:
         """Count and log a call the HTTP layer refused before it became a request.
