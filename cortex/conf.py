@@ -266,7 +266,8 @@ OPTIONS: tuple[Option, ...] = (
            "declare what of a request they read (the GPU, NUMA, capacity, trait and "
            "tenancy filters, most weighers): a request of a shape seen before asks them "
            "only about hosts not judged yet. About 100 bytes an answer; least recently "
-           "used request shapes go first. 0: keep none.",
+           "used request shapes go first (counted in cortex_step_answers_dropped_total; "
+           "cortex_step_answers_kept shows a worker's count). 0: keep none.",
            minimum=0),
     Option("scheduler", "pipelines_file", str, "",
            "Pipeline definitions (YAML). Empty: the pipelines.yaml shipped with Cortex."),

@@ -39,6 +39,7 @@ from cortex.api.metrics import (
     EnergySettings,
     KnowledgeCollector,
     ReservationFeedCollector,
+    StepAnswersCollector,
 )
 from cortex.api.network import list_reservations, show_network_topology
 from cortex.api.scheduler import external
@@ -265,6 +266,8 @@ def create_app(conf: Config, engine: Engine | None = None,
                                     feed=conf.get("scheduler", "reservation_feed"),
                                     limits=limits)
     app_metrics.add_scrape_collector(ReservationFeedCollector(reservations))
+    app_metrics.add_scrape_collector(StepAnswersCollector(
+        knowledge, conf.get("scheduler", "step_memo_size")))
     app_metrics.add_scrape_collector(forecasts.ForecastCollector(ForecastStore(engine).latest))
     scheduler = SchedulerService(pipelines, knowledge, SchedulerSettings.from_conf(conf),
                                  reservations, writer, app_metrics.scheduler)

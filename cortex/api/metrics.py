@@ -31,6 +31,7 @@ from cortex.knowledge.cache import KnowledgeCache, KnowledgeUnavailable
 from cortex.knowledge.commitments import free_holds
 from cortex.knowledge.energy import host_power, zone_energy
 from cortex.knowledge.view import KnowledgeView
+from cortex.pipeline import memo
 from cortex.scheduler.metrics import SchedulerMetrics
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -103,6 +104,36 @@ class ReservationFeedCollector:
                 "cortex_reservation_feed_listening",
                 "1: this worker counts in-flight reservations from memory (NOTIFY feed); "
                 "0: it reads them from the table on every call.", value=int(listening))
+
+
+class StepAnswersCollector:
+    """Scrape-time size of the answering worker's kept step answers.
+
+    ``cortex_step_answers_kept``: host answers the worker keeps for its current knowledge
+    version (:mod:`cortex.pipeline.memo`); ``cortex_step_answers_limit``: ``[scheduler]
+    step_memo_size``, the most it keeps. With ``cortex_step_answers_dropped_total``
+    (counted by the scheduler) they size the option: a worker at its limit that keeps
+    dropping answers asks its steps again for shapes it had answered.
+    """
+
+    def __init__(self, cache: KnowledgeCache, limit: int) -> None:
+        self._cache = cache
+        self._limit = limit
+
+    def describe(self) -> list[Metric]:
+        """Nothing up front, like the other scrape-time collectors."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        """Both gauges; the kept answers are 0 before the worker has a view."""
+        view = self._cache.current
+        kept = memo.store_of(view, self._limit).size if view is not None and self._limit else 0
+        yield GaugeMetricFamily(
+            "cortex_step_answers_kept", "Host answers of pipeline steps this worker keeps "
+            "for its knowledge version.", value=kept)
+        yield GaugeMetricFamily(
+            "cortex_step_answers_limit", "Host answers of pipeline steps a worker keeps at "
+            "most ([scheduler] step_memo_size).", value=self._limit)
 
 
 @dataclass(frozen=True)

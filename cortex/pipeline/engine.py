@@ -14,6 +14,7 @@ import logging
 import math
 import operator
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,13 +71,15 @@ class PipelineResult:
 
 def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: KnowledgeView,
                  unknown_policy: str = "keep", deadline: float | None = None,
-                 memo_limit: int = memo.DEFAULT_LIMIT) -> PipelineResult:
+                 memo_limit: int = memo.DEFAULT_LIMIT,
+                 memo_dropped: Callable[[int], None] | None = None) -> PipelineResult:
     """Filter and weigh ``request.candidates`` against ``view``.
 
     ``deadline`` is a ``time.perf_counter()`` value: no step starts after it
     (BudgetExceeded). Raises StepFailed for a fail-closed step that raised or ran too long.
     ``memo_limit``: host answers the steps may keep per knowledge version
-    (:mod:`cortex.pipeline.memo`; 0 keeps none).
+    (:mod:`cortex.pipeline.memo`; 0 keeps none); ``memo_dropped(answers)`` is told of
+    each drop of kept answers past that limit.
     """
     started = time.perf_counter()
     state_of = view.states_for(request.service).get
@@ -84,8 +87,8 @@ def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: Knowledge
     alive = [(c, state) for c in request.candidates if (state := state_of(c.host)) is not None]
     unknown = [c for c in request.candidates if state_of(c.host) is None] \
         if len(alive) < len(request.candidates) else []
-    run = _Run(request, view, order, memo.store_of(view, memo_limit) if memo_limit else None,
-               pipeline.weighing)
+    answers = memo.store_of(view, memo_limit, memo_dropped) if memo_limit else None
+    run = _Run(request, view, order, answers, pipeline.weighing)
     steps = []
     for filter_step in pipeline.filters:
         _check_budget(filter_step, deadline, started)

@@ -22,7 +22,10 @@ answers are all known costs tens of microseconds for a thousand candidates, wher
 plugins' own batch methods cost up to milliseconds (the GPU and NUMA rules).
 
 The store is bounded: at most ``limit`` host answers per view, the tables least
-recently used dropped first.
+recently used dropped first. Each drop is reported to the store's ``on_drop`` (the API
+counts them in ``cortex_step_answers_dropped_total``): answers dropped steadily mean the
+limit is too small for the request shapes the cloud asks, and their steps are asked
+again.
 """
 
 from __future__ import annotations
@@ -63,10 +66,16 @@ class AnswerTable:
 
 
 class AnswerStore:
-    """The answer tables of one synced view, least recently used first; thread-safe."""
+    """The answer tables of one synced view, least recently used first; thread-safe.
 
-    def __init__(self, limit: int) -> None:
+    ``limit``: host answers held at most; ``on_drop(answers)`` is called (outside the
+    store's lock) with the number of host answers each call of :meth:`grew` dropped to
+    stay within it.
+    """
+
+    def __init__(self, limit: int, on_drop: Callable[[int], None] | None = None) -> None:
         self.limit = limit
+        self.on_drop = on_drop
         self._tables: OrderedDict[Hashable, AnswerTable] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()
@@ -90,6 +99,7 @@ class AnswerStore:
         believes itself full drops every table on every call. (Through gunicorn under
         concurrent load a worker's count reached 1,037,056 answers with 935 held.)
         """
+        dropped = 0
         with self._lock:
             if self._tables.get(table.key) is not table:
                 return  # dropped meanwhile: its answers go with it
@@ -99,6 +109,9 @@ class AnswerStore:
             while self._size > self.limit and len(self._tables) > 1:
                 _, oldest = self._tables.popitem(last=False)
                 self._size -= oldest.counted
+                dropped += oldest.counted
+        if dropped and self.on_drop is not None:
+            self.on_drop(dropped)
 
     @property
     def size(self) -> int:
@@ -106,9 +119,17 @@ class AnswerStore:
         return self._size
 
 
-def store_of(view: KnowledgeView, limit: int) -> AnswerStore:
-    """The AnswerStore of ``view``'s synced view (``view.root``)."""
-    return view.root.derived(("step-answers", limit), lambda _: AnswerStore(limit))
+def store_of(view: KnowledgeView, limit: int,
+             on_drop: Callable[[int], None] | None = None) -> AnswerStore:
+    """The AnswerStore of ``view``'s synced view (``view.root``).
+
+    ``on_drop``, when given, becomes the store's (see AnswerStore), also where another
+    caller (a metrics scrape) made the store without one.
+    """
+    store = view.root.derived(("step-answers", limit), lambda _: AnswerStore(limit))
+    if on_drop is not None:
+        store.on_drop = on_drop
+    return store
 
 
 def _direct(view: KnowledgeView, names: set[str]) -> tuple[set[str], set[str]]:

@@ -52,6 +52,11 @@ class SchedulerMetrics:
             "Nova calls whose claimed intent (_nova_check_type or the flags) the body's "
             "flags and spec do not back; answered as creates.", ["claimed"],
             registry=registry)
+        self.step_answers_dropped = Counter(
+            "cortex_step_answers_dropped",
+            "Host answers of pipeline steps a worker dropped to stay within [scheduler] "
+            "step_memo_size; rising steadily: the limit is too small for the request "
+            "shapes asked, and their steps are asked again.", registry=registry)
 
     def prepare(self, service: str, pipeline: str, steps: Any) -> None:
         """Make the series a live call of ``pipeline`` counts into, before one comes.

@@ -204,6 +204,7 @@ class SchedulerService:
         self.reservations = reservations
         self.recorder = recorder
         self.metrics = metrics
+        self._memo_dropped = metrics.step_answers_dropped.inc if metrics is not None else None
 
     def schedule(self, request: SchedulingRequest, options: RunOptions = LIVE,
                  started: float | None = None, call_id: str | None = None) -> Decision:
@@ -304,7 +305,8 @@ class SchedulerService:
                 result = run_pipeline(pipeline, request, overlaid,
                                       self.settings.unknown_host_policy,
                                       deadline=started + budget if budget else None,
-                                      memo_limit=self.settings.step_memo_size)
+                                      memo_limit=self.settings.step_memo_size,
+                                      memo_dropped=self._memo_dropped)
             except StepFailed as exc:
                 raise _Failure(503, str(exc), "cortex.step_failed") from None
             if options.promise and self._promises(request):

@@ -20,7 +20,9 @@ from cortex.pipeline import memo
 from cortex.plugins import topology_options
 from tests.api.conftest import make_conf, stop_app
 from tests.api.test_recorded_decisions import decision
-from tests.conftest import bodies, demo_database, load_body
+from tests.conftest import FIXTURES, bodies, demo_database, load_body
+
+GPU_BODY = FIXTURES / "nova" / "gpu-2xh100-pinned.json"
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +89,39 @@ def test_kept_answers_change_no_decision(clients, monkeypatch):
         with monkeypatch.context() as patch:
             patch.setattr(topology_options, "ANSWER_LIMIT", 0)
             assert found == decision(none, "nova", body)
+
+
+def _metric(client, name):
+    """The value of the unlabelled sample ``name`` on ``/metrics``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = client.get("/metrics").get_data(as_text=True)
+    return {s.name: s.value for f in text_string_to_metric_families(text)
+            for s in f.samples}[name]
+
+
+def test_metrics_show_the_answers_kept_and_dropped(clients):
+    """Operators size ``step_memo_size`` from these: kept, the limit, and drops past it."""
+    from tests.api.test_contract import post
+
+    kept = clients[0]
+    body = load_body(GPU_BODY)
+    assert post(kept, "nova", body).status_code == 200
+    assert _metric(kept, "cortex_step_answers_kept") > 0
+    assert _metric(kept, "cortex_step_answers_limit") == memo.DEFAULT_LIMIT
+    assert _metric(kept, "cortex_step_answers_dropped_total") == 0
+    with demo_database("memo-small") as (url, engine):
+        app = create_app(make_conf(**{"database.connection": url,
+                                      "scheduler.step_memo_size": 5}), engine=engine)
+        small = app.test_client()
+        try:
+            assert post(small, "nova", body).status_code == 200
+            assert _metric(small, "cortex_step_answers_limit") == 5
+            dropped = _metric(small, "cortex_step_answers_dropped_total")
+            assert dropped > 0
+            # one table stays however big: the store never drops the table just filled
+            assert _metric(small, "cortex_step_answers_kept") <= len(body["hosts"])
+            assert post(small, "nova", body).status_code == 200
+            assert _metric(small, "cortex_step_answers_dropped_total") > dropped
+        finally:
+            stop_app(app)

@@ -193,6 +193,18 @@ def test_the_limit_drops_the_least_recently_used_keys():
     assert sorted(asked) == ["a", "b", "c", "d", "e"]   # the oldest was dropped
 
 
+def test_each_drop_past_the_limit_is_reported_with_its_answers():
+    p, _, _ = pipeline()
+    synced = fleet()
+    drops = []
+    for project in ("x", "y", "z", "z"):
+        run_pipeline(p, request(project=project), synced, memo_limit=8,
+                     memo_dropped=drops.append)
+    # x fills the filter's and the weigher's tables (4 hosts each: e is always asked);
+    # y and z each drop the oldest filter table, 4 answers; z again drops nothing
+    assert drops == [4, 4]
+
+
 def test_no_limit_keeps_nothing():
     p, asked, _ = pipeline()
     synced = fleet()
