@@ -7,11 +7,14 @@ through a real openstacksdk connection; the sync writes into a scratch
 PostgreSQL database that is dropped afterwards. Run from the checkout:
 
     .venv/bin/python bench/sync_scale.py [--hosts N --servers N --gpus-per-host N]
+        [--concurrency N --placement-processes N --no-floor]
 
 It prints one line per source and run (the first run writes everything, the
 second finds nothing changed, the third follows 0.1 % of the servers deleted and
 as many booted) with the API calls each run made, and the sync process's peak
-resident memory.
+resident memory, then the floor of the first run's Placement calls (:func:`http_floor`).
+The CPU columns are the sync process's own (its reading processes' are not counted)
+and the fake cloud's serving process's.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ import multiprocessing
 import os
 import resource
 import sys
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -131,7 +136,74 @@ def add_bench_routes(fake) -> None:
 
     @fake.app.get("/bench/calls")
     def calls():
-        return jsonify(calls=len(fake.requests))
+        # the serving process's CPU seconds (all its threads), for the runs' CPU shares
+        return jsonify(calls=len(fake.requests), cpu=time.process_time())
+
+
+class ChildMemory(threading.Thread):
+    """Samples the resident memory of ``parent``'s child processes (but ``skip``).
+
+    The reading processes are spawned (fork, then exec), and a child's ``ru_maxrss``
+    keeps what it held between the two, its parent's size; ``/proc``'s ``VmRSS`` does not.
+    """
+
+    interval = 0.5
+
+    def __init__(self, parent: int, skip: int) -> None:
+        super().__init__(daemon=True)
+        self.parent, self.skip, self.peak_mib = parent, skip, 0.0
+        self._stop_event = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit() or int(entry.name) == self.skip:
+                    continue
+                try:
+                    status = (entry / "status").read_text()
+                except OSError:
+                    continue
+                fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+                if int(fields.get("PPid", "0").strip() or 0) == self.parent and "VmRSS" in fields:
+                    rss = int(fields["VmRSS"].split()[0]) / 1024
+                    self.peak_mib = max(self.peak_mib, rss)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+
+def http_floor(url: str, concurrency: int) -> None:
+    """Print the floor of a first Placement read: its per-provider GETs and nothing else.
+
+    The first run reads each provider's usages, inventories and aggregates (traits come
+    in bulk). Here the same GETs go out through ``requests`` alone (a keep-alive session
+    per thread, ``concurrency`` threads, no keystoneauth or openstacksdk, the answers
+    decoded and dropped): the fastest a client in Python makes them against this fake,
+    with the CPU each side spent.
+    """
+    listed = requests.get(f"{url}/placement/resource_providers", timeout=60).json()
+    paths = [f"{url}/placement/resource_providers/{p['uuid']}/{what}"
+             for p in listed["resource_providers"]
+             for what in ("usages", "inventories", "aggregates")]
+    local = threading.local()
+
+    def get(path: str) -> None:
+        session = getattr(local, "session", None)
+        if session is None:
+            session = local.session = requests.Session()
+        session.get(path, headers={"OpenStack-API-Version": "placement 1.39"}, timeout=60).json()
+
+    before = requests.get(f"{url}/bench/calls", timeout=60).json()["cpu"]
+    cpu, started = time.process_time(), time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        for _ in pool.map(get, paths):
+            pass
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    served = requests.get(f"{url}/bench/calls", timeout=60).json()["cpu"] - before
+    print(f"floor     placement {wall:7.1f} s  {len(paths)} GETs by requests alone, "
+          f"{concurrency} threads  CPU: client {cpu:.1f} s, fake cloud {served:.1f} s "
+          f"({1000 * cpu / len(paths):.2f} and {1000 * served / len(paths):.2f} ms a call)")
 
 
 def scratch_database() -> str:
@@ -163,7 +235,7 @@ def describe(engine, source: str) -> str:
     with engine.connect() as connection:
         detail = previous_detail(connection, source)
     keys = ("servers_changed", "servers_deleted", "providers_refreshed", "usages_refreshed",
-            "traits")
+            "traits", "reading_processes")
     mode = (detail.get("changes") or {}).get("mode", "?")
     return f"{mode}: " + ", ".join(f"{k} {detail[k]}" for k in keys if k in detail)
 
@@ -174,6 +246,9 @@ def main() -> None:
     parser.add_argument("--servers", type=int, default=200000)
     parser.add_argument("--gpus-per-host", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--placement-processes", type=int, default=1,
+                        help="[sync] placement_processes")
+    parser.add_argument("--no-floor", action="store_true", help="skip the HTTP floor")
     args = parser.parse_args()
 
     context = multiprocessing.get_context("spawn")
@@ -189,10 +264,12 @@ def main() -> None:
     try:
         conf = config.load(environ={}, overrides={
             "database.connection": database, "sync.concurrency": args.concurrency,
+            "sync.placement_processes": args.placement_processes,
             "openstack.auth_url": f"{url}/identity/v3", "openstack.username": "admin",
             "openstack.password": "secret", "openstack.project_name": "admin"})
         engine = make_engine(database)
         sources = build_sources(conf, ("nova", "placement"))
+        readers = ChildMemory(os.getpid(), skip=cloud.pid)
         churn = max(1, args.servers // 1000)
         for run in ("full", "unchanged", "churn"):
             if run == "churn":  # a minute's worth of changes: 0.1 % of the servers
@@ -200,19 +277,29 @@ def main() -> None:
                 print(f"churn: {churn} servers deleted and {churn} booted")
             total = 0.0
             for source in sources:
-                calls = requests.get(f"{url}/bench/calls", timeout=60).json()["calls"]
+                before = requests.get(f"{url}/bench/calls", timeout=60).json()
+                cpu = time.process_time()
                 result = run_source(engine, source, conf.get("sync", "batch_size"))
                 if not result.ok:
                     raise SystemExit(f"{source.name} failed: {result.error}")
-                calls = requests.get(f"{url}/bench/calls", timeout=60).json()["calls"] - calls
+                cpu = time.process_time() - cpu
+                after = requests.get(f"{url}/bench/calls", timeout=60).json()
+                calls = after["calls"] - before["calls"]
                 total += result.duration
                 print(f"{run:9s} {source.name:9s} {result.duration:7.1f} s  "
                       f"{result.rows:7d} rows  {result.changed:7d} changed  {calls:6d} API calls"
+                      f"  CPU: sync {cpu:.1f} s, fake cloud {after['cpu'] - before['cpu']:.1f} s"
                       f"  {describe(engine, source.name)}")
             print(f"{run:9s} {'total':9s} {total:7.1f} s")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"peak memory of the sync process: {peak:.0f} MiB")
+        if args.placement_processes > 1:
+            print(f"peak memory of the largest reading process: {readers.peak_mib:.0f} MiB "
+                  f"(sampled every {readers.interval} s)")
+            readers.stop()
         engine.dispose()
+        if not args.no_floor:
+            http_floor(url, args.concurrency)
     finally:
         cloud.terminate()
         drop_database(database)

@@ -8,10 +8,13 @@ the API reads must show the same capacity.
 
 from __future__ import annotations
 
+import functools
+
 from sqlalchemy import select
 
 from cortex.cmd import manage
 from cortex.db import models
+from cortex.sync.openstack import connect
 from cortex.sync.runner import run_source
 from cortex.sync.sources import build_sources
 from tests.fake_openstack import now_iso
@@ -227,3 +230,36 @@ def test_a_migration_names_both_nodes_and_full_reads_catch_what_changes_miss(
     assert result.ok and result.changed > 0
     assert sync_status(sync_engine).detail["changes"]["mode"] == "full"
     assert database_picture(sync_engine) == placement_picture(placement)
+
+
+def test_reading_processes_divide_a_full_read_and_write_what_one_process_would(
+        placement, openstack, sync_engine, sync_database_url, monkeypatch):
+    """Two spawned processes, each with its own connection, read the providers' details."""
+    from cortex.sync.sources import placement as placement_source
+
+    cloud.build(placement, openstack.cloud)
+    openstack.cloud.placement_url = placement.url
+    monkeypatch.setattr(placement_source, "MIN_PER_PROCESS", 1)
+    source, = build_sources(sync_conf(sync_database_url, openstack,
+                                      sync__placement_processes=2), ("placement",))
+    first = run_source(sync_engine, source)
+    assert first.ok, first.error
+    assert sync_status(sync_engine).detail["reading_processes"] == 2
+    assert database_picture(sync_engine) == placement_picture(placement)
+
+
+def test_a_reading_process_that_cannot_connect_fails_the_run_and_writes_nothing(
+        placement, openstack, sync_engine, sync_database_url, monkeypatch):
+    from cortex.sync.sources import placement as placement_source
+
+    cloud.build(placement, openstack.cloud)
+    openstack.cloud.placement_url = placement.url
+    monkeypatch.setattr(placement_source, "MIN_PER_PROCESS", 1)
+    conf = sync_conf(sync_database_url, openstack, sync__placement_processes=2)
+    source, = build_sources(conf, ("placement",))
+    # the readers connect from their own copy of the configuration: break only theirs
+    source._connect = functools.partial(connect, sync_conf(
+        sync_database_url, openstack, openstack__auth_url="http://127.0.0.1:9/identity/v3"))
+    result = run_source(sync_engine, source)
+    assert not result.ok and "a reading process could not connect" in result.error
+    assert database_picture(sync_engine)["providers"] == {}

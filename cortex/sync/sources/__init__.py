@@ -34,11 +34,15 @@ def build_sources(conf: Config, names: tuple[str, ...],
     from cortex.sync.sources.prometheus import PrometheusSource
     from cortex.sync.sources.storage import CinderSource, ManilaSource
 
+    # reading processes connect by themselves, from conf: only where no cloud is given
+    reader_connect = functools.partial(connect, conf) if cloud is None else None
     cloud = cloud or functools.cache(lambda: connect(conf))
     changes = (conf.get("sync", "full_sync_interval"), conf.get("sync", "changes_since_overlap"))
     makers: dict[str, Callable[[], Source]] = {
         "nova": lambda: NovaSource(cloud, *changes),
-        "placement": lambda: PlacementSource(cloud, conf.get("sync", "concurrency"), *changes),
+        "placement": lambda: PlacementSource(
+            cloud, conf.get("sync", "concurrency"), *changes,
+            processes=conf.get("sync", "placement_processes"), connect=reader_connect),
         "cinder": lambda: CinderSource(cloud),
         "manila": lambda: ManilaSource(cloud),
         "keystone": lambda: KeystoneSource(cloud),
