@@ -232,16 +232,22 @@ def test_a_migration_names_both_nodes_and_full_reads_catch_what_changes_miss(
     assert database_picture(sync_engine) == placement_picture(placement)
 
 
-def test_reading_processes_divide_a_full_read_and_write_what_one_process_would(
-        placement, openstack, sync_engine, sync_database_url, monkeypatch):
-    """Two spawned processes, each with its own connection, read the providers' details."""
+def two_readers(placement, openstack, database_url, monkeypatch):
+    """The placement source of a built cloud, dividing even a small read between 2 processes."""
     from cortex.sync.sources import placement as placement_source
 
     cloud.build(placement, openstack.cloud)
     openstack.cloud.placement_url = placement.url
     monkeypatch.setattr(placement_source, "MIN_PER_PROCESS", 1)
-    source, = build_sources(sync_conf(sync_database_url, openstack,
-                                      sync__placement_processes=2), ("placement",))
+    source, = build_sources(sync_conf(database_url, openstack, sync__placement_processes=2),
+                            ("placement",))
+    return source
+
+
+def test_reading_processes_divide_a_full_read_and_write_what_one_process_would(
+        placement, openstack, sync_engine, sync_database_url, monkeypatch):
+    """Two spawned processes, each with its own connection, read the providers' details."""
+    source = two_readers(placement, openstack, sync_database_url, monkeypatch)
     first = run_source(sync_engine, source)
     assert first.ok, first.error
     assert sync_status(sync_engine).detail["reading_processes"] == 2
@@ -250,13 +256,7 @@ def test_reading_processes_divide_a_full_read_and_write_what_one_process_would(
 
 def test_a_reading_process_that_cannot_connect_fails_the_run_and_writes_nothing(
         placement, openstack, sync_engine, sync_database_url, monkeypatch):
-    from cortex.sync.sources import placement as placement_source
-
-    cloud.build(placement, openstack.cloud)
-    openstack.cloud.placement_url = placement.url
-    monkeypatch.setattr(placement_source, "MIN_PER_PROCESS", 1)
-    conf = sync_conf(sync_database_url, openstack, sync__placement_processes=2)
-    source, = build_sources(conf, ("placement",))
+    source = two_readers(placement, openstack, sync_database_url, monkeypatch)
     # the readers connect from their own copy of the configuration: break only theirs
     source._connect = functools.partial(connect, sync_conf(
         sync_database_url, openstack, openstack__auth_url="http://127.0.0.1:9/identity/v3"))
