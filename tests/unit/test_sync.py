@@ -1,5 +1,6 @@
 """Sync pieces without servers: schedules, source choice, queries file, host names, snapshots."""
 
+import json
 import random
 
 import pytest
@@ -329,3 +330,33 @@ def test_network_series_that_name_a_leaf_and_a_spine_alike_or_tie_are_settled():
                          "h4": SeriesLocation("h4", "f-leaf", None, None, None),
                          "h5": SeriesLocation("h5", "l5", "f-spine", None, None)}
     assert (earlier, skipped.conflicting, skipped.malformed) == (0, 4, 0)
+
+
+@pytest.mark.parametrize("body", [
+    b'{"servers": [{"id": "a", "name": "vm \\u00e9", "ram": 2048, "ratio": 1.5}]}',
+    b'{"big": 123456789012345678901234567890}',  # beyond 64 bits: orjson refuses it
+    b'{"n": NaN}',                               # the standard library's extension
+])
+def test_api_bodies_decode_as_the_standard_library_decodes_them(body):
+    import requests
+
+    from cortex.sync.openstack import decode_json
+
+    response = requests.Response()
+    response._content = body
+    response.encoding = "utf-8"
+    decoded, expected = decode_json(response), response.json()
+    assert json.dumps(decoded) == json.dumps(expected)
+    assert [type(v) for v in decoded.values()] == [type(v) for v in expected.values()]
+
+
+def test_a_body_that_is_not_json_raises_value_error():
+    import requests
+
+    from cortex.sync.openstack import decode_json
+
+    response = requests.Response()
+    response._content = b"<html>proxy error</html>"
+    response.encoding = "utf-8"
+    with pytest.raises(ValueError):
+        decode_json(response)
