@@ -269,7 +269,8 @@ def main() -> None:
             "openstack.password": "secret", "openstack.project_name": "admin"})
         engine = make_engine(database)
         sources = build_sources(conf, ("nova", "placement"))
-        readers = ChildMemory(os.getpid(), skip=cloud.pid)
+        readers = ChildMemory(os.getpid(), skip=cloud.pid) if args.placement_processes > 1 \
+            else None
         churn = max(1, args.servers // 1000)
         for run in ("full", "unchanged", "churn"):
             if run == "churn":  # a minute's worth of changes: 0.1 % of the servers
@@ -293,7 +294,7 @@ def main() -> None:
             print(f"{run:9s} {'total':9s} {total:7.1f} s")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"peak memory of the sync process: {peak:.0f} MiB")
-        if args.placement_processes > 1:
+        if readers is not None:
             print(f"peak memory of the largest reading process: {readers.peak_mib:.0f} MiB "
                   f"(sampled every {readers.interval} s)")
             readers.stop()
