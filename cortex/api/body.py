@@ -9,6 +9,7 @@ from typing import Any
 from flask import g, request
 
 from cortex.api.errors import ApiError
+from cortex.jsontext import may_hold_big_integer
 
 try:  # the ``fast`` extra
     import orjson
@@ -46,32 +47,6 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 #: Magnitude bits of the largest integer a double holds (``2**1024`` ~ ``1.8e308``).
 _MAX_INT_BITS = sys.float_info.max_exp
 _UNSURE = object()  # parse_exactly could not be sure
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_LONG_DIGITS = b"0" * 20
-
-
-#: What a number's first digit can follow: the document's start aside, only these.
-_BEFORE_NUMBER = frozenset(b" \t\r\n[,:-")
-
-
-def _may_hold_big_integer(data: bytes) -> bool:
-    """Whether ``data`` may hold an integer of 20 digits or more (beyond 64 bits).
-
-    Every run of 20 or more digits is looked at where it begins: one after a letter or a
-    quote (``"0f0e49988776655443322110"``, a hex id) or after a point or an exponent mark
-    (a float's digits) is no integer; any other is taken as one. Conservative: a false
-    yes only costs the faster parser.
-    """
-    zeros = data.translate(_DIGITS_AS_ZERO)
-    found = zeros.find(_LONG_DIGITS)
-    while found >= 0:
-        begin = found
-        while begin and zeros[begin - 1] == 0x30:
-            begin -= 1
-        if begin == 0 or data[begin - 1] in _BEFORE_NUMBER:
-            return True
-        found = zeros.find(_LONG_DIGITS, found + len(_LONG_DIGITS))
-    return False
 
 
 def parse_exactly(data: bytes) -> Any:
@@ -79,16 +54,16 @@ def parse_exactly(data: bytes) -> Any:
 
     Else a sentinel, and the caller parses with the standard library and its checks.
     orjson is ~5x faster but keeps the last of repeated keys, and reads an integer beyond
-    64 bits as a float. So it is used only when neither can happen. No run of 20 digits
-    stands where a number can start (:func:`_may_hold_big_integer`). And the document
-    orjson writes back holds as many colons as the body: a key's colon is the only colon
-    outside strings and orjson writes every colon inside a string as it is, so the counts
-    match exactly when no key was dropped, unless the body hides a colon as ``:``
-    (then the sentinel). What orjson refuses (NaN, an infinity, a lone surrogate, UTF-16)
-    goes to the standard library too, which words the refusal. Every number orjson
-    accepts is finite.
+    64 bits as a float. So it is used only when neither can happen. No run of 19 digits
+    stands where a number can start (:func:`cortex.jsontext.may_hold_big_integer`). And
+    the document orjson writes back holds as many colons as the body: a key's colon is
+    the only colon outside strings and orjson writes every colon inside a string as it
+    is, so the counts match exactly when no key was dropped, unless the body hides a
+    colon as ``:`` (then the sentinel). What orjson refuses (NaN, an infinity, a lone
+    surrogate, UTF-16) goes to the standard library too, which words the refusal. Every
+    number orjson accepts is finite.
     """
-    if orjson is None or b"\\u003" in data or _may_hold_big_integer(data):
+    if orjson is None or b"\\u003" in data or may_hold_big_integer(data):
         return _UNSURE
     try:
         body = orjson.loads(data)

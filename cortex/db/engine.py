@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from cortex.db.guard import guard_engine
+from cortex.jsontext import may_hold_big_integer
 
 try:  # the "fast" extra
     import orjson
@@ -128,21 +128,17 @@ def dumps_json(value: Any) -> str:
     return json.dumps(value)
 
 
-#: A run of digits that may be an integer beyond 64 bits: (bytes, str) patterns.
-_LONG_DIGITS = (re.compile(rb"[0-9]{19}"), re.compile(r"[0-9]{19}"))
-
-
 def loads_json(data: Any) -> Any:
     """The value of a json/jsonb column's text (str, bytes or a buffer).
 
     orjson when installed: reading 600 in-flight reservations (two JSON columns each)
     took 8 instead of 11.4 µs a row. orjson turns an integer beyond 64 bits into a
-    float, so a text with a run of 19 or more digits goes to the standard library:
-    every value reads back exactly as PostgreSQL stores it.
+    float, so a text that may hold one (:func:`cortex.jsontext.may_hold_big_integer`)
+    goes to the standard library: every value reads back exactly as PostgreSQL stores it.
     """
     if isinstance(data, memoryview):
         data = bytes(data)
-    if orjson is not None and not _LONG_DIGITS[isinstance(data, str)].search(data):
+    if orjson is not None and not may_hold_big_integer(data):
         return orjson.loads(data)
     return json.loads(data)
 

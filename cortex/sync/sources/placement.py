@@ -129,9 +129,9 @@ class PlacementSource(Source):
         jobs = [(p["uuid"], p["uuid"] in stale, p["uuid"] in usages) for p in providers
                 if p["uuid"] in stale or p["uuid"] in usages]
         details = {p["uuid"]: ProviderDetail(p["uuid"]) for p in providers}
+        processes = ctx.detail["reading_processes"] = self._processes_for(len(jobs))
         details.update((d.uuid, d) for d in self._read(
-            placement, version, endpoint, jobs, traits=not bulk_traits))
-        ctx.detail["reading_processes"] = self._processes_for(len(jobs))
+            placement, version, endpoint, jobs, not bulk_traits, processes))
         providers = [p for p in providers if not details[p["uuid"]].missing]
         if bulk_traits:
             _read_traits(placement, version, details)
@@ -149,13 +149,12 @@ class PlacementSource(Source):
         return max(1, min(self._processes, providers // MIN_PER_PROCESS))
 
     def _read(self, placement: Any, version: str, endpoint: str, jobs: list[Job],
-              traits: bool) -> list[ProviderDetail]:
-        """The details ``jobs`` ask for, read here or divided between processes.
+              traits: bool, processes: int) -> list[ProviderDetail]:
+        """The details ``jobs`` ask for, read here (``processes`` 1) or divided between processes.
 
         Raises SourceError for a failed call, in whichever process it failed, and when
         a reading process died.
         """
-        processes = self._processes_for(len(jobs))
         if processes == 1:
             return read_details(placement, version, endpoint, jobs, traits, self._concurrency)
         size = -(-len(jobs) // processes)
