@@ -135,7 +135,11 @@ class Gpu:
     no rule reads it (it is not part of the topology's state), the descheduler does.
     ``power_watts`` is the draw NVML reported with the topology (watts; None when not
     known); not part of the topology's state either: read by
-    :mod:`cortex.knowledge.energy`.
+    :mod:`cortex.knowledge.energy`. ``shareable``: the GPU may be passed through whole or
+    shared by vGPUs, whichever a guest asks first (Weng et al.'s setting, which Nova
+    cannot run: it binds each GPU to vfio-pci or an mdev type in nova-compute's
+    configuration); only the simulator's ``gpu_sharing: any`` boards set it, never an
+    agent report.
     """
 
     pci_address: str
@@ -162,6 +166,7 @@ class Gpu:
     vgpus_in_use: int = 0
     fabric_clique: int | None = None
     fabric_cluster: str | None = None
+    shareable: bool = False
     instance_uuid: str | None = field(default=None, compare=False)
     power_watts: float | None = field(default=None, compare=False)
 
@@ -305,7 +310,7 @@ def state_id(topology: HostTopology) -> tuple[int, int]:
              g.memory_mb, g.numa_node, g.numa_source, g.pci_numa_node, g.cpu_affinity,
              g.mig_mode, g.mig_instances, g.virtualization_mode, g.compute_capability,
              g.healthy, g.health_reasons, g.in_use, g.in_use_source, g.vgpus_in_use,
-             g.fabric_clique, g.fabric_cluster) for g in topology.gpus))
+             g.fabric_clique, g.fabric_cluster, g.shareable) for g in topology.gpus))
         number = _STATES.get(key)
         if number is None:
             if len(_STATES) >= STATE_LIMIT:

@@ -15,6 +15,13 @@ next request, its size drawn from a configured distribution:
   its free MIG instances has s slices or more, or, with ``mig_repartition``, when none of
   its instances is in use (an operator or MIG manager can re-partition it).
 
+Both at once (``vgpu_share``, the share of requests asking vGPUs): where GPUs are
+``shareable`` (passed through or shared by vGPUs, whichever comes first: Weng et al.'s
+own setting, which only the simulator builds), F is the expectation over the whole
+workload: a fraction of free vGPU room is fragment for a passthrough request, and a
+vGPU landing on an idle GPU breaks a whole GPU that passthrough requests could have
+used (:meth:`FragmentationModel.combined`). The GPUs are fed per host there.
+
 Feeding: a GPU serves nobody without CPUs and memory next to it (:class:`Feed`): per
 NUMA node for a guest with a NUMA topology, per host for the others; capacity beyond
 what the free CPUs and memory feed, the last GPUs by PCI address, counts whole as
@@ -100,7 +107,9 @@ class FragmentationModel:
     (:func:`parse_sizes`); ``min_link``: the weakest pair level a multi-GPU set may have
     (:data:`cortex.rules.gpu_sets.LEVELS`); ``cpus_per_gpu``/``memory_mb_per_gpu``: what
     one GPU needs to be fed (None: the request's own per GPU; 0: no limit); ``pack``:
-    Nova's ``packing_host_numa_cells_allocation_strategy``, for the claim prediction.
+    Nova's ``packing_host_numa_cells_allocation_strategy``, for the claim prediction;
+    ``vgpu_share``: the share of requests asking vGPUs, for hosts whose GPUs are
+    ``shareable`` (None: such hosts are measured per kind, as the others).
     """
 
     sizes: Sizes
@@ -112,6 +121,7 @@ class FragmentationModel:
     cpus_per_gpu: float | None = 8.0
     memory_mb_per_gpu: float | None = 32768.0
     pack: bool = False
+    vgpu_share: float | None = None
 
     def change(self, host: Any, request: Any, candidate: Any) -> Change | None:
         """``(F before, F after, GPUs asked)`` of placing ``request`` on ``host``.
@@ -121,6 +131,8 @@ class FragmentationModel:
         topology = host.topology
         if topology is None or not topology.gpus:
             return None
+        if self.vgpu_share is not None and any(g.shareable for g in topology.gpus):
+            return self.combined(host, request, candidate)
         if request.gpu_count:
             return self.passthrough(host, request, candidate)
         return self.shared(host, request, candidate)
@@ -164,6 +176,80 @@ class FragmentationModel:
         """Free GPUs minus the expected number of fed ones serving a request of ``sizes``."""
         return bin(free).count("1") - gpus.usefulness(fed, self.sizes, self.min_link,
                                                       self.numa_span)
+
+    # -- GPUs shared any way -----------------------------------------------------------------
+
+    def combined(self, host: Any, request: Any, candidate: Any) -> Change | None:
+        """``(F before, F after, GPUs asked)`` over both kinds, on ``shareable`` GPUs.
+
+        A shareable GPU is passed through (in use, no vGPU), shared (vGPUs on it) or idle
+        (neither), whichever kind of request the view shows it to. A passthrough request
+        takes the idle GPUs nova-compute is predicted to claim; a vGPU request lands on
+        the first GPU with room, idle or shared (:func:`vgpu_parent`). F is
+        :meth:`combined_fragment` of the result. None when no claim or parent is found
+        or the request asks MIG instances (no shareable board has MIG).
+        """
+        topology = host.topology
+        slots = shareable_slots(host)
+        gpus = gpu_map(topology)
+        idle = gpus.mask(g.pci_address for g in topology.gpus
+                         if g.shareable and not g.in_use and not g.vgpus_in_use)
+        rooms = {g.pci_address: slots - g.vgpus_in_use for g in topology.gpus
+                 if g.shareable and g.vgpus_in_use}
+        idle_after, rooms_after = idle, rooms
+        if request.gpu_count:
+            claim = CLAIMS.get(topology, request, allocation_ratios(host, candidate), self.pack)
+            if claim is None or not claim.devices:
+                return None
+            idle_after = idle & ~gpus.mask(claim.devices)
+            asked = float(len(claim.devices))
+        else:
+            count = sum(r.count for r in request.vgpu_devices)
+            if not slots or not count or any(r.mig_profile for r in request.vgpu_devices):
+                return None
+            parents = [g.pci_address for g in topology.gpus
+                       if g.shareable and (g.vgpus_in_use or not g.in_use)]
+            free = [rooms.get(a, slots) for a in parents]
+            index = vgpu_parent(free, count)
+            if index is None:
+                return None
+            parent = parents[index]
+            idle_after = idle & ~gpus.mask((parent,))
+            rooms_after = {a: free[i] - (count if i == index else 0)
+                           for i, a in enumerate(parents) if a in rooms or i == index}
+            asked = count / slots
+        cpus, memory = host_room(host, candidate, is_pinned(request))
+        feed = self.feed(request, asked)
+        before = self.combined_fragment(gpus, idle, rooms, slots, feed.units(cpus, memory))
+        after = self.combined_fragment(gpus, idle_after, rooms_after, slots, feed.units(
+            cpus - request.flavor.vcpus, memory - request.flavor.memory_mb))
+        return before, after, asked
+
+    def combined_fragment(self, gpus: GpuMap, idle: int, rooms: Mapping[str, int], slots: int,
+                          fed: float) -> float:
+        """Free capacity, in GPUs, that the next request cannot use, over both kinds.
+
+        ``idle``: the idle GPUs' mask; ``rooms``: free vGPUs of each shared GPU (of
+        ``slots``); ``fed``: the GPUs of capacity the host's free CPUs and memory feed
+        (inf: no limit), idle GPUs first by PCI address, then the shared ones. A
+        passthrough request of k GPUs (share ``1 - vgpu_share``, sizes ``sizes``) uses
+        fed idle GPUs in a good enough set (:meth:`GpuMap.usefulness`); a vGPU request
+        of s vGPUs (share ``vgpu_share``, sizes ``vgpu_sizes``) uses a fed GPU with s
+        free vGPUs, idle ones included. Everything else free is fragment: Weng et al.'s
+        F over the whole workload.
+        """
+        share = self.vgpu_share or 0.0
+        pieces = [SharedGpu(r, slots, r) for r in rooms.values()] if slots else []
+        fed_idle = idle if math.isinf(fed) else fed_first(gpus, idle, fed)
+        whole = bin(fed_idle).count("1")
+        if not math.isinf(fed):
+            pieces = fed_shared(pieces, fed - whole)
+        free = bin(idle).count("1") + sum(g.free / g.total for g in pieces)
+        useful_whole = gpus.usefulness(fed_idle, self.sizes, self.min_link, self.numa_span)
+        useful_vgpu = sum(p * (sum((g.free if g.usable is None else g.usable) / g.total
+                                   for g in pieces if g.largest >= s)
+                               + (whole if s <= slots else 0)) for s, p in self.vgpu_sizes)
+        return free - (1.0 - share) * useful_whole - share * useful_vgpu
 
     # -- vGPUs and MIG ----------------------------------------------------------------------
 
@@ -211,6 +297,19 @@ def time_sliced_change(host: Any, count: int
     left = free[parent] - count
     after[parent] = SharedGpu(left, slots, left)
     return before, after, count / slots
+
+
+def shareable_slots(host: Any) -> int:
+    """The vGPUs of one ``shareable`` GPU: the VGPU inventory over the GPUs not passed through.
+
+    A shareable GPU passed through has no vGPU room (Placement's VGPU total leaves it
+    out); 0 without such GPUs or inventory.
+    """
+    open_gpus = sum(1 for g in host.topology.gpus
+                    if g.shareable and (g.vgpus_in_use or not g.in_use))
+    total = sum(inv.total for node in host.all_nodes
+                for rc, inv in node.inventories.items() if rc == "VGPU")
+    return total // open_gpus if open_gpus else 0
 
 
 def mig_slices(profile: str, memory_slices: int = 0) -> int:

@@ -173,7 +173,8 @@ class SimHost:
 
         On a host whose GPUs are shared any way a vGPU request sees every GPU not passed
         through as a vGPU parent, a passthrough request every GPU that holds a vGPU as in
-        use.
+        use; both see every GPU marked ``shareable``, so the fragmentation weigher can
+        measure both kinds at once.
         """
         cells = tuple(replace(c, pinned_cpus=self.pinned[c.id],
                               memory_usage=self.cell_memory[c.id],
@@ -183,7 +184,7 @@ class SimHost:
         for g in self.base.gpus:
             passed, vgpus = g.pci_address in self.gpus_in_use, self.vgpus[g.pci_address]
             shown = replace(g, in_use=passed, in_use_source="placement", vgpus_in_use=vgpus,
-                            instance_uuid=holders.get(g.pci_address))
+                            instance_uuid=holders.get(g.pci_address), shareable=self.flexible)
             if self.flexible and kind == "vgpu" and not passed:
                 shown = replace(shown, virtualization_mode="host_vgpu")
             elif self.flexible and kind == "pci" and vgpus:

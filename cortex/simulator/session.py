@@ -189,12 +189,15 @@ def trace_sizes(pipelines: PipelineSet, trace: Sequence[TraceRequest] = ()) -> P
     Passthrough sizes as the recorded demand (``sizes_from: demand``, the view carries
     them); vGPU sizes (``vgpu_sizes``) as the shares of the ``trace``'s vGPU requests,
     when it has any: the shipped shares are counts of quarter GPUs, which a finer
-    ``vgpu_slots`` makes meaningless.
+    ``vgpu_slots`` makes meaningless; and ``vgpu_request_share`` as their share of the
+    trace's GPU requests, so GPUs shared any way are measured over both kinds at once.
     """
     options: dict[str, object] = {"sizes_from": "demand", "min_learned": 1}
     vgpus = Counter(r.vgpus for r in trace if r.vgpus)
     if vgpus:
         options["vgpu_sizes"] = {str(k): float(v) for k, v in sorted(vgpus.items())}
+        whole = sum(1 for r in trace if r.gpus)
+        options["vgpu_request_share"] = vgpus.total() / (vgpus.total() + whole)
     changed = {name: with_overrides(p, {_FRAGMENTATION: options})
                if any(s.name == _FRAGMENTATION for s in p.weighers) else p
                for name, p in pipelines.pipelines.items()}

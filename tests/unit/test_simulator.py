@@ -199,6 +199,45 @@ def test_weng_et_al_count_the_free_share_of_shared_gpus(alibaba):
     assert by_id["p1"].free_gpus == 32.5          # 35 - p0's and p5's GPU - half of one
 
 
+def test_gpus_shared_any_way_are_measured_over_both_kinds_at_once(alibaba):
+    """vgpu_request_share: a vGPU on an idle GPU costs the whole GPU passthrough lost."""
+    from cortex.plugins.base import OptionsError, build_options
+    from cortex.plugins.weighers.gpu_fragmentation import GpuFragmentationWeigher
+    from cortex.simulator.cloud import SimHost
+    from tests.gpu_fakes import gpu_request, weigh
+
+    overrides = {"gpu_sharing": "any", "vgpu_slots": 10}
+    n0 = next(h for h in read_fleet(alibaba / "nodes.csv", overrides=overrides).hosts
+              if h.name == "n0")                                   # 8 GPUs on NVSwitch
+    idle, last = SimHost(n0), SimHost(n0)
+    for index in range(7):
+        assert _claim(last, index, gpus=1)                         # one GPU left idle
+    assert all(g.shareable for g in last.state("vgpu").topology.gpus)
+    options = {"cpus_per_gpu": 0.0, "memory_mb_per_gpu": 0.0,
+               "request_sizes": {"1": 1.0, "8": 1.0}, "vgpu_sizes": {"5": 1.0}}
+    apart = GpuFragmentationWeigher(build_options(GpuFragmentationWeigher, options))
+    both = GpuFragmentationWeigher(build_options(
+        GpuFragmentationWeigher, {**options, "vgpu_request_share": 0.5}))
+    three = gpu_request(gpus=0, vgpus=3, numa_nodes=0, pinned=False, hosts=("n0",))
+    # Apart: each GPU left with 7 of 10 vGPUs still serves a 5-vGPU request: no change.
+    assert weigh(apart, idle.state("vgpu"), three) == 0.0
+    assert weigh(apart, last.state("vgpu"), three) == 0.0
+    # Both, half of the requests 1 or 8 whole GPUs, half 5 vGPUs; 0.3 GPU asked.
+    # Idle host: F = 8 - .5 * 8 - .5 * 8 = 0 before; 7.7 - .5 * 3.5 - .5 * 7.7 after.
+    # Last GPU: F = 1 - .5 * .5 - .5 * 1 = .25 before; .7 - 0 - .5 * .7 = .35 after.
+    assert math.isclose(weigh(both, idle.state("vgpu"), three), -2.1 / 0.3)
+    assert math.isclose(weigh(both, last.state("vgpu"), three), -0.1 / 0.3)
+    # A passthrough request sees the same host with the vGPUs' GPU in use; both kinds
+    # count its free room: 1 GPU of .7 free vGPUs on the once idle host takes nothing
+    # from vGPU requests (-1 free, -1 useful) and halves the passthrough loss.
+    _claim(idle, 9, vgpus=3)
+    one = gpu_request(gpus=1, products=("ff02",), hosts=("n0",))
+    pci = idle.state("pci")
+    assert weigh(both, pci, one) == pytest.approx(0.5 * weigh(apart, pci, one))
+    with pytest.raises(OptionsError, match="vgpu_request_share"):
+        build_options(GpuFragmentationWeigher, {"vgpu_request_share": 1.5})
+
+
 def test_a_bad_trace_is_refused(tmp_path):
     path = tmp_path / "trace.yaml"
     path.write_text(yaml.safe_dump({"requests": [

@@ -28,6 +28,13 @@ own distribution; on the Alibaba replays it lowers the unallocated GPUs on ``def
 and costs admissions on ``multigpu50`` (README, "The simulator"), so it is not the
 default.
 
+GPUs shared any way (Weng et al.'s own setting, which Nova cannot run; only the
+simulator's ``gpu_sharing: any`` boards mark GPUs ``shareable``): with
+``vgpu_request_share`` set (the share of GPU requests that ask vGPUs), F on such hosts is
+measured over both kinds at once, so a vGPU that lands on an idle GPU counts the whole
+GPU it takes from passthrough requests, and free vGPU room counts as fragment for them.
+Unset (the default), each kind is measured apart.
+
 The raw weight is ``-(F after - F before) / (GPUs asked * scale)``, with the GPUs, vGPU
 parent or MIG instances and CPUs taken being those nova-compute is predicted to claim
 (:mod:`cortex.rules.device_choice`): negative when the request breaks capacity that
@@ -71,6 +78,8 @@ class GpuFragmentationOptions:
     packing_host_numa_cells_allocation_strategy`` on the computes, for the prediction.
     ``sizes_from``: ``options`` (``request_sizes``) or ``demand`` (the recorded creates'
     sizes, :data:`SIZES_FROM`) once ``min_learned`` creates are recorded.
+    ``vgpu_request_share`` (0 to 1, None: unset): the share of GPU requests asking vGPUs,
+    for measuring ``shareable`` GPUs over both kinds at once.
     """
 
     request_sizes: dict[str, float] = field(
@@ -88,6 +97,7 @@ class GpuFragmentationOptions:
     packing_host_numa_cells: bool = False
     sizes_from: str = "options"
     min_learned: int = 100
+    vgpu_request_share: float | None = None
 
     def __post_init__(self) -> None:
         """Sizes are positive counts with shares >= 0 (not all 0); a known level; scale > 0."""
@@ -97,6 +107,8 @@ class GpuFragmentationOptions:
             raise ValueError(f"min_link must be one of {', '.join(LEVELS)}")
         if self.sizes_from not in SIZES_FROM:
             raise ValueError(f"sizes_from must be one of {', '.join(SIZES_FROM)}")
+        if self.vgpu_request_share is not None and not 0 <= self.vgpu_request_share <= 1:
+            raise ValueError("vgpu_request_share must be between 0 and 1")
         if self.min_learned < 1:
             raise ValueError("min_learned must be at least 1")
         if self.scale <= 0 or (self.cpus_per_gpu or 0) < 0 or (self.memory_mb_per_gpu or 0) < 0:
@@ -108,7 +120,7 @@ class GpuFragmentationOptions:
             parse_sizes(self.request_sizes, "request_sizes"),
             parse_sizes(self.vgpu_sizes, "vgpu_sizes"), parse_sizes(self.mig_sizes, "mig_sizes"),
             self.mig_repartition, self.min_link, self.numa_span, self.cpus_per_gpu,
-            self.memory_mb_per_gpu, self.packing_host_numa_cells)
+            self.memory_mb_per_gpu, self.packing_host_numa_cells, self.vgpu_request_share)
 
 
 @register
@@ -158,12 +170,13 @@ class GpuFragmentationWeigher(Weigher[NovaRequest, HostState]):
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """``-(F after - F before) / (GPUs asked * scale)``; 0 without a report or claim.
 
-        Beside the topology it reads, for vGPUs and for guests without NUMA cells, the
-        named node's CPU, memory and VGPU inventories (their feed, the vGPUs per GPU):
-        then they are part of what its answer is shared under.
+        Beside the topology it reads, for vGPUs, for guests without NUMA cells and with
+        ``vgpu_request_share`` set, the named node's CPU, memory and VGPU inventories
+        (their feed, the vGPUs per GPU): then they are part of what its answer is shared
+        under.
         """
         extra: tuple = (self.learned,)
-        if not (request.gpu_count and request.guest_numa):
+        if not (request.gpu_count and request.guest_numa) or self.model.vgpu_share is not None:
             extra = (self.learned, tuple(n.node for n in host.nodes_named(candidate.nodes)),
                      tuple((n.node, rc, inventory) for n in host.all_nodes
                            for rc, inventory in n.inventories.items() if rc in _READ))
