@@ -6,6 +6,7 @@ import re
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from cortex import conf
 from cortex.api.metrics import EnergySettings, KnowledgeCollector, energy_families
@@ -175,7 +176,7 @@ def test_host_series_can_be_turned_off():
     assert samples(families)[("cortex_zone_gpu_power_watts", "az-a")] == 1400.0
 
 
-def test_the_collector_computes_energy_once_per_view(monkeypatch):
+def test_the_collector_renders_energy_and_kpis_once_per_view(monkeypatch):
     import cortex.api.metrics as metrics
 
     calls = []
@@ -184,13 +185,18 @@ def test_the_collector_computes_energy_once_per_view(monkeypatch):
                         lambda v, s: calls.append(v) or real(v, s))
     cache = ViewCache(fleet())
     collector = KnowledgeCollector(cache, energy=EnergySettings({"az-a": 120.0}))
-    for _ in range(3):
-        names = {f.name for f in collector.collect()}
-    assert "cortex_zone_carbon_emission_grams_per_hour" in names
-    assert len(calls) == 1
+    texts = [collector.rendered() for _ in range(3)]
+    names = {f.name for f in text_string_to_metric_families(texts[0].decode())}
+    assert {"cortex_zone_carbon_emission_grams_per_hour", "cortex_gpus_free"} <= names
+    assert len(calls) == 1 and texts[1] is texts[0] and texts[2] is texts[0]
     cache.current = dataclasses.replace(cache.current, version=2)  # a new view
-    list(collector.collect())
+    collector.rendered()
     assert len(calls) == 2
+    metrics_of_app = metrics.ApiMetrics()
+    metrics_of_app.add_scrape_collector(collector)
+    exposition = metrics_of_app.exposition().decode()
+    assert exposition.endswith(collector.rendered().decode())   # after the registry's
+    assert "cortex_knowledge_version" in exposition
 
 
 # ------------------------------------------------------------------ the example query

@@ -3,6 +3,8 @@
 import json
 import re
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from cortex.api.forecasts import ForecastCollector
 from cortex.api.metrics import ApiMetrics, KnowledgeCollector, kpi_families
 from tests.conftest import REPO
@@ -17,7 +19,9 @@ def exposed_names():
                                         "VCPU": inventory(16)}))
     names = {f.name for f in ApiMetrics().registry.collect()}
     names |= {f.name for f in kpi_families(fleet)}
-    names |= {f.name for f in KnowledgeCollector(ViewCache(fleet)).collect()}
+    collector = KnowledgeCollector(ViewCache(fleet))
+    names |= {f.name for f in collector.collect()}
+    names |= {f.name for f in text_string_to_metric_families(collector.rendered().decode())}
     forecast = {"computed_at": "2026-11-26T00:00:00+00:00", "model": "H100",
                 "availability_zone": "az-1", "supply_gpus": 8, "used_gpus": 2,
                 "days_to_exhaustion": None, "days_to_exhaustion_pessimistic": 3.5}
