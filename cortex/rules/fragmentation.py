@@ -207,8 +207,7 @@ class FragmentationModel:
             count = sum(r.count for r in request.vgpu_devices)
             if not slots or not count or any(r.mig_profile for r in request.vgpu_devices):
                 return None
-            parents = [g.pci_address for g in topology.gpus
-                       if g.shareable and (g.vgpus_in_use or not g.in_use)]
+            parents = [g.pci_address for g in topology.gpus if open_to_vgpus(g)]
             free = [rooms.get(a, slots) for a in parents]
             index = vgpu_parent(free, count)
             if index is None:
@@ -299,14 +298,18 @@ def time_sliced_change(host: Any, count: int
     return before, after, count / slots
 
 
+def open_to_vgpus(gpu: Any) -> bool:
+    """Whether a ``shareable`` GPU may take vGPUs: it holds some, or is not passed through."""
+    return gpu.shareable and bool(gpu.vgpus_in_use or not gpu.in_use)
+
+
 def shareable_slots(host: Any) -> int:
     """The vGPUs of one ``shareable`` GPU: the VGPU inventory over the GPUs not passed through.
 
     A shareable GPU passed through has no vGPU room (Placement's VGPU total leaves it
     out); 0 without such GPUs or inventory.
     """
-    open_gpus = sum(1 for g in host.topology.gpus
-                    if g.shareable and (g.vgpus_in_use or not g.in_use))
+    open_gpus = sum(1 for g in host.topology.gpus if open_to_vgpus(g))
     total = sum(inv.total for node in host.all_nodes
                 for rc, inv in node.inventories.items() if rc == "VGPU")
     return total // open_gpus if open_gpus else 0
