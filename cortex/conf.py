@@ -169,6 +169,10 @@ OPTIONS: tuple[Option, ...] = (
            "Serve /metrics without authentication. False: with authentication on, scraping "
            "needs a token of role reader (Prometheus: 'authorization: {credentials: ...}' "
            "or bearer_token_file, sent as X-Auth-Token by a proxy, or Keystone)."),
+    Option("api", "export_host_utilization", bool, True,
+           "Export cortex_host_utilization_ratio (and its deprecated twin), one series per "
+           "host and resource class: at 10,000 hosts some 100,000 lines a scrape; turn it "
+           "off for huge fleets (the availability zone series stay)."),
     Option("api", "public_url", str, "",
            "Base URL clients reach the API at (e.g. https://cortex.example.org:8080), used "
            "for the links of GET /. Empty: the links are relative; never taken from the "

@@ -260,8 +260,9 @@ def create_app(conf: Config, engine: Engine | None = None,
                                max_retry=conf.get("database", "max_retry_interval"),
                                kubernetes_nodes=conf.get("kubernetes", "nodes_from_reports"),
                                request_sizes=learns_sizes(pipelines))
-    app_metrics.add_scrape_collector(KnowledgeCollector(knowledge, partial(sync_ages, engine),
-                                                        EnergySettings.from_conf(conf)))
+    app_metrics.add_scrape_collector(KnowledgeCollector(
+        knowledge, partial(sync_ages, engine), EnergySettings.from_conf(conf),
+        host_utilization=conf.get("api", "export_host_utilization")))
     reservations = ReservationStore(engine, conf.get("database", "connect_timeout"),
                                     feed=conf.get("scheduler", "reservation_feed"),
                                     limits=limits)

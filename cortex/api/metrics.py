@@ -178,15 +178,17 @@ class KnowledgeCollector:
     ``cortex_knowledge_age_seconds{source="database"}``: seconds since the cache last
     read the knowledge version; ``sync_ages()`` adds one sample per sync source
     (``placement``, ``nova``, ...: seconds since its last successful sync). KPI and
-    energy families (:func:`kpi_families`, :func:`energy_families` with ``energy``, the
-    ``[energy]`` settings) depend on the view alone: :meth:`rendered` renders them in
-    the text format once per view.
+    energy families (:func:`kpi_families`, per host unless ``host_utilization`` is
+    False; :func:`energy_families` with ``energy``, the ``[energy]`` settings) depend on
+    the view alone: :meth:`rendered` renders them in the text format once per view.
     """
 
     def __init__(self, cache: KnowledgeCache,
                  sync_ages: Callable[[], list[tuple[str, float]]] = list,
-                 energy: EnergySettings = EnergySettings()) -> None:
+                 energy: EnergySettings = EnergySettings(),
+                 host_utilization: bool = True) -> None:
         self._cache = cache
+        self._host_utilization = host_utilization
         self._sync_ages = sync_ages
         self._energy = energy
         self._rendered: tuple[KnowledgeView | None, EnergySettings | None, bytes] = (
@@ -222,7 +224,8 @@ class KnowledgeCollector:
 
     def families(self, view: KnowledgeView) -> list[Metric]:
         """The families of ``view`` that :meth:`rendered` renders: KPIs and energy."""
-        return [*kpi_families(view), *energy_families(view, self._energy)]
+        return [*kpi_families(view, self._host_utilization),
+                *energy_families(view, self._energy)]
 
     def rendered(self) -> bytes:
         """:meth:`families` of the current view in the text format (b"" without a view).
@@ -317,13 +320,17 @@ def commitment_family(view: KnowledgeView, now: datetime) -> GaugeMetricFamily:
     return family
 
 
-def kpi_families(view: KnowledgeView) -> list[Metric]:
-    """The fleet KPIs of ``view`` as gauge families (see cortex.knowledge.kpis)."""
+def kpi_families(view: KnowledgeView, per_host: bool = True) -> list[Metric]:
+    """The fleet KPIs of ``view`` as gauge families (see cortex.knowledge.kpis).
+
+    ``per_host`` False leaves out ``cortex_host_utilization_ratio`` (a series per host
+    and resource class) and its deprecated twin (``[api] export_host_utilization``).
+    """
     host_ratio = GaugeMetricFamily(
         "cortex_host_utilization_ratio", "Used over allocatable capacity of a resource class "
         "on a host (Placement: (total - reserved) * allocation_ratio).",
         labels=["host", "availability_zone", "resource_class"])
-    for host in view.hosts.values():
+    for host in view.hosts.values() if per_host else ():
         for rc, usage in kpis.host_usage(host).items():
             if usage.ratio is not None:
                 host_ratio.add_metric([host.host, kpis.zone_of(host), rc], usage.ratio)
@@ -347,8 +354,8 @@ def kpi_families(view: KnowledgeView) -> list[Metric]:
         labels=["model", "availability_zone", "request_gpus"])
     for (model, zone, size), count in kpis.stranded_gpus(view).items():
         stranded.add_metric([model, zone, str(size)], count)
-    return [host_ratio, zone_ratio, free, used, stranded,
-            *(_deprecated(family) for family in (host_ratio, zone_ratio))]
+    kept = (host_ratio, zone_ratio) if per_host else (zone_ratio,)
+    return [*kept, free, used, stranded, *(_deprecated(family) for family in kept)]
 
 
 def _deprecated(family: GaugeMetricFamily) -> GaugeMetricFamily:

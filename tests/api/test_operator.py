@@ -271,6 +271,25 @@ def test_knowledge_age_version_and_kpis_are_exposed(client, app):
         assert [s.value for s in former.samples] == [s.value for s in found[name].samples]
 
 
+def test_per_host_utilization_series_can_be_left_out(engine):
+    from cortex.api.app import create_app
+    from tests.api.conftest import make_conf
+
+    app = create_app(make_conf(**{"api.export_host_utilization": False}), engine=engine)
+    try:
+        found = families(app.test_client())
+    finally:
+        app.extensions["cortex"].decisions.close()
+    assert "cortex_host_utilization_ratio" not in found
+    assert "cortex_host_utilisation_ratio" not in found
+    zone = samples(found["cortex_availability_zone_utilization_ratio"],
+                   availability_zone="az-2", resource_class="VCPU")
+    former = samples(found["cortex_availability_zone_utilisation_ratio"],
+                     availability_zone="az-2", resource_class="VCPU")
+    assert zone and [s.value for s in former] == [s.value for s in zone]
+    assert samples(found["cortex_gpus_free"], model="H100 SXM5 80GB")
+
+
 def test_decision_queue_depth_returns_to_zero_after_writes(client, app):
     post(client, "nova", load_body(GPU_BODY))
     app.extensions["cortex"].decisions.flush(DEADLINE)
