@@ -17,6 +17,7 @@ statement, rows and counts, about half the time of an executemany (40,000 Nova s
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,7 @@ from sqlalchemy import (
     tuple_,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateTable
 
 # Rows per executemany batch are bounded by the batch size and, for very wide rows,
@@ -42,6 +44,10 @@ MAX_PARAMETERS = 30000
 #: Batches of at least this many rows go by COPY on PostgreSQL (below, the temporary
 #: table costs more than it saves).
 COPY_MIN_ROWS = 100
+#: ``Connection.info`` key: whether the role may create temporary tables (None: unknown).
+_TEMPORARY_TABLES = "cortex_temporary_tables"
+_INSUFFICIENT_PRIVILEGE = "42501"
+LOG = logging.getLogger(__name__)
 
 
 @dataclass
@@ -184,7 +190,9 @@ def upsert(connection: Connection, table: Table, rows: list[dict[str, Any]],
         return 0
     if connection.dialect.name == "postgresql" and len(rows) >= COPY_MIN_ROWS and not any(
             c.default is not None for c in table.columns if c.name not in rows[0]):
-        return _upsert_by_copy(connection, table, rows, key)
+        staging = _staging_table(connection, table, list(rows[0]))
+        if staging is not None:
+            return _upsert_by_copy(connection, table, staging, rows, key)
     dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
     statement = _on_conflict(dialect.insert(table), table, list(rows[0]), key)
     return connection.execute(statement.execution_options(preserve_rowcount=True),
@@ -202,24 +210,50 @@ def _on_conflict(statement: Any, table: Table, columns: list[str], key: tuple[st
         where=or_(*(table.c[c].is_distinct_from(statement.excluded[c]) for c in updates)))
 
 
-def _upsert_by_copy(connection: Connection, table: Table, rows: list[dict[str, Any]],
-                    key: tuple[str, ...]) -> int:
-    """:func:`upsert` on PostgreSQL through ``COPY`` into a temporary table.
+def _staging_table(connection: Connection, table: Table, columns: list[str]) -> Table | None:
+    """A temporary table of ``columns`` (the table's types) until the transaction ends.
 
-    The temporary table has the rows' columns with the table's types and lives until
-    the transaction ends (``ON COMMIT DROP``); each batch is copied in, then moved out
-    by ``WITH moved AS (DELETE ... RETURNING) INSERT ... SELECT ... ON CONFLICT``. Values
-    pass the columns' own bind processors first (JSON columns as SQLAlchemy would
-    send them). Only for tables whose rows carry every column with a Python-side
-    default (:func:`upsert` checks): COPY applies none.
+    Created if missing (``ON COMMIT DROP``). None where the role may not create
+    temporary tables (a database with ``TEMPORARY`` revoked from ``PUBLIC``): the first
+    try on a connection runs in a savepoint, and a refusal is remembered for the
+    connection, logged once, and the rows go by executemany.
     """
-    columns = list(rows[0])
-    dialect = connection.dialect
     digest = hashlib.sha1(f"{table.name}:{columns}".encode()).hexdigest()[:12]
     staging = Table(f"cortex_copy_{digest}", MetaData(),
                     *(Column(c, table.c[c].type) for c in columns),
                     prefixes=["TEMPORARY"], postgresql_on_commit="DROP")
-    connection.execute(CreateTable(staging, if_not_exists=True))
+    allowed = connection.info.get(_TEMPORARY_TABLES)
+    if allowed is False:
+        return None
+    if allowed:
+        connection.execute(CreateTable(staging, if_not_exists=True))
+        return staging
+    try:
+        with connection.begin_nested():
+            connection.execute(CreateTable(staging, if_not_exists=True))
+    except DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) != _INSUFFICIENT_PRIVILEGE:
+            raise
+        connection.info[_TEMPORARY_TABLES] = False
+        LOG.warning("snapshot writes: this role may not create temporary tables (%s); "
+                    "rows go by executemany instead of COPY", exc.orig)
+        return None
+    connection.info[_TEMPORARY_TABLES] = True
+    return staging
+
+
+def _upsert_by_copy(connection: Connection, table: Table, staging: Table,
+                    rows: list[dict[str, Any]], key: tuple[str, ...]) -> int:
+    """:func:`upsert` on PostgreSQL through ``COPY`` into ``staging``.
+
+    Each batch is copied into the temporary table (:func:`_staging_table`), then moved
+    out by ``WITH moved AS (DELETE ... RETURNING) INSERT ... SELECT ... ON CONFLICT``.
+    Values pass the columns' own bind processors first (JSON columns as SQLAlchemy
+    would send them). Only for tables whose rows carry every column with a Python-side
+    default (:func:`upsert` checks): COPY applies none.
+    """
+    columns = list(rows[0])
+    dialect = connection.dialect
     processors = [table.c[c].type.dialect_impl(dialect).bind_processor(dialect)
                   for c in columns]
     target = ", ".join(dialect.identifier_preparer.quote(c) for c in columns)

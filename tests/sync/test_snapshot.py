@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import uuid
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import make_url, select, text
 
 from cortex.db import models
+from cortex.db.engine import make_engine
 from cortex.sync import snapshot
 from cortex.sync.snapshot import replace_rows
 
@@ -36,9 +38,9 @@ def copies(monkeypatch):
     sizes = []
     real = snapshot._upsert_by_copy
 
-    def spy(connection, table, rows, key):
+    def spy(connection, table, staging, rows, key):
         sizes.append(len(rows))
-        return real(connection, table, rows, key)
+        return real(connection, table, staging, rows, key)
 
     monkeypatch.setattr(snapshot, "_upsert_by_copy", spy)
     return sizes
@@ -86,3 +88,31 @@ def test_rows_leaving_out_a_column_with_a_python_default_take_the_default(sync_e
         counts = replace_rows(c, models.Server, rows, ("uuid",))
     assert counts.upserted == 200 and copies == []        # COPY would apply no default
     assert all(flavor == {} for _, flavor, _ in stored(sync_engine).values())
+
+
+def test_a_role_that_may_not_create_temporary_tables_writes_by_executemany(
+        sync_engine, sync_database_url, copies, caplog):
+    url = make_url(sync_database_url)
+    role = f"cortex_no_temp_{uuid.uuid4().hex[:8]}"
+    with sync_engine.begin() as c:
+        c.execute(text(f'CREATE ROLE {role} LOGIN'))
+        c.execute(text(f'REVOKE TEMPORARY ON DATABASE "{url.database}" FROM PUBLIC'))
+        c.execute(text(f"GRANT USAGE ON SCHEMA public TO {role}"))
+        c.execute(text(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}"))
+    limited = make_engine(url.set(username=role).render_as_string(hide_password=False))
+    try:
+        for name in ("first", "second"):                  # the refusal is remembered
+            with limited.begin() as c:
+                counts = replace_rows(c, models.Server, [dict(r, name=name)
+                                                         for r in servers(300)], ("uuid",))
+            assert counts.upserted == 300
+    finally:
+        limited.dispose()
+        with sync_engine.begin() as c:
+            c.execute(text(f'GRANT TEMPORARY ON DATABASE "{url.database}" TO PUBLIC'))
+            c.execute(text(f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}"))
+            c.execute(text(f"REVOKE USAGE ON SCHEMA public FROM {role}"))
+            c.execute(text(f"DROP ROLE {role}"))
+    assert copies == [] and {v[0] for v in stored(sync_engine).values()} == {"second"}
+    refusals = [r for r in caplog.records if "may not create temporary tables" in r.message]
+    assert len(refusals) == 1
