@@ -3,6 +3,7 @@
 Run: .venv/bin/python bench/latency.py [--fleet gpu|kvm] [--sizes 100,1000]
      [--workers 1,2] [--bodies 2gpu-required,...] [--requests 300] [--inflight N]
      [--first-sizes 1000] [--memory-sizes 10000] [--set scheduler_step_memo_size=0]
+     [--scrape-every 15]
 
 ``--fleet gpu`` (the default): a seeded fleet of N GPU hosts of six kinds with drawn
 occupancy (``bench/gpu_fleet.py``: HGX H100, A100 with NVLink bridges, L40S, MIG, vGPU)
@@ -19,7 +20,9 @@ posts each body naming all N hosts: p50 and p99 of sequential calls, then reques
 with 8 concurrent clients for 3 s (each part starting with no decision record left to
 write, the throughput counting the time to write the part's own), the ratios to the
 floor, and the size of Cortex's answer: an answer of ``[]`` means the steps meant to
-be measured did not run, and stops the run.
+be measured did not run, and stops the run. ``--scrape-every S``: while Cortex's calls
+are timed, a Prometheus-like client scrapes its ``/metrics`` every S seconds (0: never);
+the row then says how many scrapes ran and their mean time.
 
 ``--first-sizes``: a one-worker gunicorn serves the first body once and stops (the
 worker before a restart or a deploy, which stores its request shape); then on a
@@ -51,6 +54,7 @@ import time
 import tracemalloc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import insert, text
 
@@ -191,7 +195,39 @@ def drain(port: int, limit: float = 300.0) -> float:
     return time.perf_counter() - started
 
 
-def measure(port: int, payload: bytes, requests: int) -> tuple[float, float, float, int]:
+class Scraper:
+    """Scrapes ``/metrics`` on ``port`` every ``every`` seconds while in its ``with`` block.
+
+    ``every`` 0: never. ``durations``: seconds each scrape took.
+    """
+
+    def __init__(self, port: int, every: float) -> None:
+        self.port, self.every = port, every
+        self.durations: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        while not self._stop.wait(self.every):
+            started = time.perf_counter()
+            connection.request("GET", "/metrics")
+            connection.getresponse().read()
+            self.durations.append(time.perf_counter() - started)
+
+    def __enter__(self) -> Scraper:
+        if self.every > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+def measure(port: int, payload: bytes, requests: int, scrape_every: float = 0.0
+            ) -> tuple[float, float, float, int]:
     """(p50 ms, p99 ms, requests/s with 8 concurrent clients, hosts answered).
 
     Requests/s counts answered calls only; those that were not (a 503 when the time
@@ -207,7 +243,9 @@ def measure(port: int, payload: bytes, requests: int) -> tuple[float, float, flo
     for _ in range(10):
         answered = call(connection, payload)[1]
     drain(port)
-    samples = sorted(call(connection, payload)[0] for _ in range(requests))
+    scraper = Scraper(port, scrape_every)
+    with scraper:
+        samples = sorted(call(connection, payload)[0] for _ in range(requests))
     p50, p99 = statistics.median(samples) * 1000, samples[int(len(samples) * 0.99)] * 1000
     done, failed = [0], [0]
 
@@ -224,17 +262,20 @@ def measure(port: int, payload: bytes, requests: int) -> tuple[float, float, flo
     drain(port)
     threads = [threading.Thread(target=client) for _ in range(8)]
     started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with Scraper(port, scrape_every) as loaded:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     drain(port)
     MEASURED["failed"] = failed[0]
+    MEASURED["scrapes"] = scraper.durations + loaded.durations
     return p50, p99, done[0] / (time.perf_counter() - started), answered
 
 
-#: What the last throughput part saw besides its answers: ``failed``, calls not answered 200.
-MEASURED = {"failed": 0}
+#: What the last measure saw besides its answers: ``failed``, calls not answered 200;
+#: ``scrapes``, seconds each concurrent scrape took.
+MEASURED: dict[str, Any] = {"failed": 0, "scrapes": []}
 
 
 def _drop(admin, name: str) -> None:
@@ -408,12 +449,16 @@ def latency_table(workload: Workload, sizes: list[int], workers: list[int], args
                        "floor": serve("floor_app:application", count, {})}
             try:
                 for name, payload in bodies.items():
-                    ours = measure(servers["cortex"][1], payload, args.requests)
-                    failed = MEASURED["failed"]
+                    ours = measure(servers["cortex"][1], payload, args.requests,
+                                   args.scrape_every)
+                    failed, scrapes = MEASURED["failed"], MEASURED["scrapes"]
                     if not ours[3]:
                         raise SystemExit(f"{name} at {n} hosts answered []: nothing to measure")
                     floor = measure(servers["floor"][1], payload, args.requests)
                     note = f"  ({failed} calls under load answered 503)" if failed else ""
+                    if scrapes:
+                        note += (f"  ({len(scrapes)} scrapes, mean "
+                                 f"{1000 * statistics.fmean(scrapes):.1f} ms)")
                     print(f"{n:6d} {name:15} {count:2d} {ours[3]:6d} {ours[0]:8.2f} "
                           f"{ours[1]:8.2f} {ours[2]:7.0f} {floor[0]:9.2f} {floor[1]:9.2f} "
                           f"{floor[2]:9.0f} {ours[0] / floor[0]:6.2f} {ours[2] / floor[2]:9.2f}"
@@ -441,6 +486,8 @@ def main() -> None:
                              "resident memory at")
     parser.add_argument("--inflight", type=int, default=0,
                         help="other instances' unexpired reservations in the table")
+    parser.add_argument("--scrape-every", type=float, default=0.0, metavar="SECONDS",
+                        help="scrape Cortex's /metrics every SECONDS while timing (0: never)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION_OPTION=VALUE",
                         help="Cortex configuration for the run, e.g. "
                              "scheduler_reservation_feed=false (repeatable)")
