@@ -191,8 +191,7 @@ class KnowledgeCollector:
         self._host_utilization = host_utilization
         self._sync_ages = sync_ages
         self._energy = energy
-        self._rendered: tuple[KnowledgeView | None, EnergySettings | None, bytes] = (
-            None, None, b"")
+        self._rendered: tuple[KnowledgeView | None, bytes] = (None, b"")
 
     def describe(self) -> list[Metric]:
         """Nothing up front: the families depend on the fleet (registry checks skip us)."""
@@ -230,17 +229,17 @@ class KnowledgeCollector:
     def rendered(self) -> bytes:
         """:meth:`families` of the current view in the text format (b"" without a view).
 
-        Rendered once per view and energy settings, then the same bytes at every scrape.
+        Rendered once per view, then the same bytes at every scrape.
         """
         view = self._view()
         if view is None:
             return b""
-        cached_view, cached_settings, text = self._rendered
-        if cached_view is not view or cached_settings != self._energy:
+        cached_view, text = self._rendered
+        if cached_view is not view:
             registry = CollectorRegistry(auto_describe=False)
             registry.register(_Families(self.families(view)))
             text = generate_latest(registry)
-            self._rendered = (view, self._energy, text)
+            self._rendered = (view, text)
         return text
 
 

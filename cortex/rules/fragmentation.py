@@ -245,9 +245,8 @@ class FragmentationModel:
             pieces = fed_shared(pieces, fed - whole)
         free = bin(idle).count("1") + sum(g.free / g.total for g in pieces)
         useful_whole = gpus.usefulness(fed_idle, self.sizes, self.min_link, self.numa_span)
-        useful_vgpu = sum(p * (sum((g.free if g.usable is None else g.usable) / g.total
-                                   for g in pieces if g.largest >= s)
-                               + (whole if s <= slots else 0)) for s, p in self.vgpu_sizes)
+        idle_units = [SharedGpu(slots, slots, slots)] * whole if slots else []
+        useful_vgpu = shared_useful([*pieces, *idle_units], self.vgpu_sizes)
         return free - (1.0 - share) * useful_whole - share * useful_vgpu
 
     # -- vGPUs and MIG ----------------------------------------------------------------------
@@ -384,10 +383,16 @@ def shared_fragment(gpus: Sequence[SharedGpu], sizes: Sizes) -> float:
     A GPU's fed units serve a request of ``s`` units when ``largest >= s``; all other free
     capacity, unfed units included, is fragment (Weng et al.'s measure for GPU fractions).
     """
-    free = sum(g.free / g.total for g in gpus)
-    useful = sum(p * sum((g.free if g.usable is None else g.usable) / g.total
-                         for g in gpus if g.largest >= s) for s, p in sizes)
-    return free - useful
+    return sum(g.free / g.total for g in gpus) - shared_useful(gpus, sizes)
+
+
+def shared_useful(gpus: Sequence[SharedGpu], sizes: Sizes) -> float:
+    """Expected capacity, in GPUs, a request drawn from ``sizes`` (in units) can use.
+
+    A GPU's fed units serve a request of ``s`` units when ``largest >= s``.
+    """
+    return sum(p * sum((g.free if g.usable is None else g.usable) / g.total
+                       for g in gpus if g.largest >= s) for s, p in sizes)
 
 
 def fed_first(gpus: GpuMap, free: int, fed: float) -> int:
