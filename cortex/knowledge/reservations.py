@@ -123,6 +123,8 @@ def with_reservations(view: KnowledgeView, reservations: Iterable[Reservation],
             if known is None or known[0] is not state or known[1] != ids:
                 known = kept[host] = (state, ids, reserve_host(state, items))
             changed[host] = known[2]
-        hosts = MappingProxyType(dict(view.hosts) | changed)
+        merged = dict(view.hosts)  # one copy of the host map, not two (``|`` makes another)
+        merged.update(changed)
+        hosts = MappingProxyType(merged)
     return dataclasses.replace(view, hosts=hosts, reservations=tuple(live), base=view,
                                overlaid=view.overlaid | changed.keys())

@@ -16,6 +16,7 @@ import operator
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 from cortex.decision import StepResult, final_weights
@@ -28,6 +29,15 @@ from cortex.request import Candidate, SchedulingRequest
 LOG = logging.getLogger(__name__)
 #: A candidate the filters have not removed, with the state it is judged on.
 Judged = tuple[Candidate, Any]
+# A Judged pair's candidate, and a Candidate's host and weight: the passes over every
+# candidate of a call go through map() with these rather than a Python loop per host.
+_CANDIDATE = _HOST = operator.itemgetter(0)
+_WEIGHT = operator.itemgetter(2)
+
+
+def host_names(alive: list[Judged]) -> list[str]:
+    """The host names of ``alive`` in its order."""
+    return list(map(_HOST, map(_CANDIDATE, alive)))
 
 
 class StepFailed(RuntimeError):
@@ -82,11 +92,13 @@ def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: Knowledge
     each drop of kept answers past that limit.
     """
     started = time.perf_counter()
-    state_of = view.states_for(request.service).get
-    order = {c.host: i for i, c in enumerate(request.candidates)}
-    alive = [(c, state) for c in request.candidates if (state := state_of(c.host)) is not None]
-    unknown = [c for c in request.candidates if state_of(c.host) is None] \
-        if len(alive) < len(request.candidates) else []
+    candidates = request.candidates
+    names = list(map(_HOST, candidates))
+    order = dict(zip(names, range(len(names)), strict=True))
+    pairs = list(zip(candidates, map(view.states_for(request.service).get, names),
+                     strict=True))
+    alive = [pair for pair in pairs if pair[1] is not None]
+    unknown = [c for c, state in pairs if state is None] if len(alive) < len(pairs) else []
     answers = memo.store_of(view, memo_limit, memo_dropped) if memo_limit else None
     run = _Run(request, view, order, answers, pipeline.weighing)
     steps = []
@@ -94,11 +106,11 @@ def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: Knowledge
         _check_budget(filter_step, deadline, started)
         record, alive = _run_filter(filter_step, run, alive)
         steps.append(record)
-    judged = [c.host for c, _ in alive]
+    judged = host_names(alive)
     for weigher_step in pipeline.weighers:
         _check_budget(weigher_step, deadline, started)
         steps.append(_run_weigher(weigher_step, run, alive, judged))
-    weights = [c.weight for c, _ in alive]
+    weights = list(map(_WEIGHT, map(_CANDIDATE, alive)))
     sums = final_weights(weights, (s for s in steps if s.weighs), pipeline.weighing)
     final = dict(zip(judged, sums, strict=True))
     # alive is in the caller's order, and sorted() is stable: equal keys keep it
@@ -131,13 +143,13 @@ class _Run:
     def names_of(self, alive: list[Judged]) -> set[str]:
         """The host names of ``alive`` (kept while the list is the same)."""
         if self.alive is not alive:
-            self.alive, self.names = alive, {c.host for c, _ in alive}
+            self.alive, self.names = alive, set(self.ordered_names(alive))
         return self.names
 
     def ordered_names(self, alive: list[Judged]) -> list[str]:
         """The host names of ``alive`` in its order (kept while the list is the same)."""
         if self.listed is None or self.listed[0] is not alive:
-            self.listed = (alive, [c.host for c, _ in alive])
+            self.listed = (alive, host_names(alive))
         return self.listed[1]
 
     def table(self, plugin: Any) -> memo.AnswerTable | None:
@@ -217,7 +229,7 @@ def _run_filter(step: Step[Filter], run: _Run, alive: list[Judged]
             removed = plugin.check_all(alive, request, view)
         else:
             removed = memo.check_memoised(
-                table, alive, run.names_of(alive), view, run.order,
+                table, alive, run.names_of(alive), view, run.ordered_names(alive), run.order,
                 lambda hosts: plugin.check_all(hosts, request, view))
         _check_duration(step, (time.perf_counter() - started) * 1000)
     except Exception as exc:  # noqa: BLE001 - a plugin bug must not escape as a 500
@@ -230,7 +242,9 @@ def _run_filter(step: Step[Filter], run: _Run, alive: list[Judged]
                         hosts_in=len(alive), removed=removed, detail=detail)
     if step.shadow or not removed:
         return result, alive
-    left = [pair for pair in alive if pair[0].host not in removed]  # the same pairs, kept
+    # the same pairs, kept: alive less the removed hosts, in its order
+    left = list(compress(alive, map(operator.not_, map(removed.__contains__,
+                                                       run.ordered_names(alive)))))
     if run.alive is alive:
         run.alive, run.names = left, run.names - removed.keys()
     return result, left

@@ -164,13 +164,13 @@ def _keep_reserved(table: AnswerTable, view: KnowledgeView, stale: set[str],
 
 
 def check_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: set[str],
-                   view: KnowledgeView, position: dict[str, int],
+                   view: KnowledgeView, ordered: list[str], position: dict[str, int],
                    check_all: Callable[[Sequence[tuple[Any, Any]]], dict[str, str]]
                    ) -> dict[str, str]:
     """``check_all(hosts)``, asking it only about the hosts ``table`` does not know.
 
-    ``names``: the host names of ``hosts``; ``position``: each candidate's place in the
-    request, the order of the answer.
+    ``names``: the host names of ``hosts``; ``ordered``: the same in their order, the
+    order of the answer; ``position``: each candidate's place in the request.
     """
     always, overlaid = _direct(view, names)
     kept_reserved, stale = _reserved_known(table, view, overlaid)
@@ -192,9 +192,27 @@ def check_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: 
                    if host in always or host in stale)
     removed.update((host, reason) for host, reason in kept_reserved.items()
                    if reason is not None)
-    if len(removed) > 1:
-        removed = {host: removed[host] for host in sorted(removed, key=position.__getitem__)}
-    return removed
+    return in_order(removed, ordered, position)
+
+
+#: Past this many hosts, :func:`in_order` and :func:`weigh_memoised` walk the candidates
+#: once instead of sorting them or searching for each.
+_WALK_FROM = 64
+
+
+def in_order(removed: dict[str, str], ordered: list[str], position: dict[str, int]
+             ) -> dict[str, str]:
+    """``removed`` with its hosts in the order of ``ordered`` (which holds them all).
+
+    ``position``: each host's place, the same order. A few are sorted by their place;
+    many (a filter removing half of 10,000 candidates) are picked by one walk over
+    ``ordered``, half the time of the sort.
+    """
+    if len(removed) <= 1:
+        return removed
+    if len(removed) > _WALK_FROM:
+        return {host: removed[host] for host in ordered if host in removed}
+    return {host: removed[host] for host in sorted(removed, key=position.__getitem__)}
 
 
 def weigh_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: set[str],
@@ -230,7 +248,10 @@ def weigh_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: 
     values: list[float] = list(map(answers.get, ordered))  # type: ignore[arg-type]
     for i, weight in fresh.items():
         values[i] = weight
-    if kept_reserved:
+    if len(kept_reserved) > _WALK_FROM:
         for i in [i for i, host in enumerate(ordered) if host in kept_reserved]:
             values[i] = kept_reserved[ordered[i]]
+    else:  # a few reserved hosts: found by list.index, not a walk over every candidate
+        for host, weight in kept_reserved.items():
+            values[ordered.index(host)] = weight
     return values

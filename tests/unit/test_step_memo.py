@@ -258,8 +258,8 @@ def test_two_calls_filling_one_table_at_once_count_its_answers_once():
         return {pairs[0][0].host: "no"}
 
     def call():
-        check_memoised(table, _hosts(names), set(names), view(), {n: i for i, n in
-                                                                  enumerate(names)}, check_all)
+        check_memoised(table, _hosts(names), set(names), view(), names,
+                       {n: i for i, n in enumerate(names)}, check_all)
 
     threads = [threading.Thread(target=call) for _ in range(2)]
     for thread in threads:
@@ -267,3 +267,43 @@ def test_two_calls_filling_one_table_at_once_count_its_answers_once():
     for thread in threads:
         thread.join()
     assert len(table.known) == 20 and store.size == 20 == _held(store)
+
+
+def test_removed_hosts_come_in_the_callers_order_whether_sorted_or_walked():
+    from cortex.pipeline.memo import _WALK_FROM, in_order
+
+    ordered = [f"h{i}" for i in range(4 * _WALK_FROM)]
+    position = {name: i for i, name in enumerate(ordered)}
+    for count in (2, _WALK_FROM, _WALK_FROM + 1, _WALK_FROM + 20):
+        picked = ordered[::-1][1::3][:count]        # in reverse order, every third
+        removed = {name: f"reason {name}" for name in picked}
+        answer = in_order(removed, ordered, position)
+        assert len(answer) == count
+        assert list(answer) == sorted(picked, key=position.__getitem__)
+        assert answer == removed                     # the same reasons
+
+
+def test_kept_answers_equal_fresh_ones_past_the_walk_threshold():
+    """Many removed and many reserved hosts (each past _WALK_FROM) take the walking paths."""
+    import random
+
+    from cortex.pipeline.memo import _WALK_FROM
+
+    rng = random.Random(11)
+    names = [f"h{i:03d}" for i in range(5 * _WALK_FROM)]
+    synced = view(*[host(h, inventories={"VCPU": inventory(64, used=i % 7)})
+                    for i, h in enumerate(names)])
+    kept, _, _ = pipeline()
+    fresh, _, _ = pipeline()
+    project = ",".join(rng.sample(names, _WALK_FROM + 16))     # removes _WALK_FROM + 16
+    reserved = rng.sample(names, 3 * _WALK_FROM)                  # > _WALK_FROM still alive
+    reservations = [reserve(f"r{h}", h, 1 + i % 5) for i, h in enumerate(reserved)]
+    for _ in range(3):                          # asked, then kept on the same reserved states
+        overlaid = with_reservations(synced, reservations, NOW)
+        offered = rng.sample(names, len(names))
+        got = run_pipeline(kept, request(project, offered), overlaid)
+        want = run_pipeline(fresh, request(project, offered), overlaid, memo_limit=0)
+        assert len(got.steps[0].removed) > _WALK_FROM
+        assert len(set(reserved) & set(got.weighed)) > _WALK_FROM
+        assert list(got.steps[0].removed.items()) == list(want.steps[0].removed.items())
+        assert got.steps[1].values == want.steps[1].values and got.hosts == want.hosts
