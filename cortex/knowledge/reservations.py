@@ -90,6 +90,23 @@ def reserve_host(state: HostState, reservations: Iterable[Reservation]) -> HostS
     return dataclasses.replace(state, nodes=MappingProxyType(nodes), topology=topology)
 
 
+def counted_on(view: KnowledgeView, host: str) -> frozenset[str] | None:
+    """Ids of the reservations ``view`` counts in ``host``'s state; None when it cannot tell.
+
+    ``view`` is a synced view or one :func:`with_reservations` made of it: a host it did
+    not change counts none, a host it changed counts those of its kept reserved state,
+    when the view holds that very state object. The promise's re-check under the host's
+    lock (:mod:`cortex.scheduler.promise`) compares them with the reservations it reads
+    there: the same ones mean the same state, already judged by the pipeline.
+    """
+    if host not in view.overlaid:
+        return frozenset()
+    kept = view.root.derived(("reserved-host-states",), lambda _: {}).get(host)
+    if kept is not None and view.hosts.get(host) is kept[2]:
+        return kept[1]
+    return None
+
+
 def with_reservations(view: KnowledgeView, reservations: Iterable[Reservation],
                       now: datetime, instance_uuid: str | None = None) -> KnowledgeView:
     """A view in which the pending reservations are used capacity; the view itself if none.

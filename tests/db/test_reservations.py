@@ -147,29 +147,105 @@ def test_the_store_recovers_by_itself_when_the_server_dropped_its_connections(st
     assert isinstance(outcomes[0], str) or outcomes[0] == ["kept"]
 
 
-def test_the_promise_recheck_shares_the_synced_views_facts(monkeypatch):
-    """The re-check under the lock overlays the request's view: facts the plugins keep
-    per knowledge version (``root.derived``) are read, not rebuilt for every promise."""
+def _general_purpose(memory_mb=262144):
+    """(pipeline, request for instance i9 on h1, synced view of h1 with ``memory_mb``)."""
     from cortex import conf
     from cortex.pipeline.config import load_pipelines
-    from cortex.pipeline.engine import run_pipeline
-    from cortex.scheduler import promise as promising
-    from cortex.store.memory import MemoryReservations
     from tests.fakes import nova
 
-    base = view(host("h1", inventories={"VCPU": inventory(64), "MEMORY_MB": inventory(262144),
+    base = view(host("h1", inventories={"VCPU": inventory(64), "MEMORY_MB": inventory(memory_mb),
                                         "DISK_GB": inventory(2000)}))
     pipeline = load_pipelines(conf.shipped_file("pipelines.yaml")).pipelines[
         "kvm-general-purpose-load-balancing"]
-    request = nova(hosts=["h1"], spec={"instance_uuid": "i9"})
-    result = run_pipeline(pipeline, request, base)
+    return pipeline, nova(hosts=["h1"], spec={"instance_uuid": "i9"}), base
+
+
+def _watch_refusals(monkeypatch):
+    """The views the promise's re-check ran the filters on (a list that fills)."""
+    from cortex.scheduler import promise as promising
+
     seen = []
     real = promising.refusal
     monkeypatch.setattr(promising, "refusal", lambda p, r, v, h: seen.append(v) or real(p, r, v, h))
-    promised = promising.promise_first(pipeline, request, base, base, result,
-                                       MemoryReservations(), 300.0, NOW)
+    return seen
+
+
+def _store_with(*reservations):
+    from cortex.store.memory import MemoryReservations
+
+    store = MemoryReservations()
+    for made in reservations:
+        promise(store, made.host, NOW, lambda _, made=made: made)
+    return store
+
+
+def test_the_promise_recheck_shares_the_synced_views_facts(monkeypatch):
+    """The re-check under the lock overlays the request's view: facts the plugins keep
+    per knowledge version (``root.derived``) are read, not rebuilt for every promise.
+    It runs here because another call promised h1 after the request's view was made."""
+    from cortex.pipeline.engine import run_pipeline
+    from cortex.scheduler import promise as promising
+
+    pipeline, request, base = _general_purpose()
+    result = run_pipeline(pipeline, request, base)
+    seen = _watch_refusals(monkeypatch)
+    store = _store_with(reservation("meanwhile", "h1", "i8"))
+    promised = promising.promise_first(pipeline, request, base, base, result, store, 300.0, NOW)
     assert promised.hosts == ["h1"] and len(seen) == 1
     assert seen[0].root is base and seen[0].hosts["h1"] is not base.hosts["h1"]
+
+
+def test_a_host_with_the_reservations_its_view_counted_is_not_filtered_again(monkeypatch):
+    from cortex.pipeline.engine import run_pipeline
+    from cortex.scheduler import promise as promising
+
+    pipeline, request, base = _general_purpose()
+    counted = [reservation("a", "h1", "i1"), reservation("b", "h1", "i2", ttl=1)]
+    # b expired by the time of the promise: neither side counts it
+    overlaid = with_reservations(base, counted[:1], NOW)
+    result = run_pipeline(pipeline, request, overlaid)
+    seen = _watch_refusals(monkeypatch)
+    later = NOW + timedelta(seconds=2)
+    elsewhere = reservation("c", "h2", "i3")  # another host's: not h1's state
+    promised = promising.promise_first(pipeline, request, base, overlaid, result,
+                                       _store_with(*counted, elsewhere), 300.0, later)
+    assert seen == [] and promised.hosts == ["h1"]
+    assert promised.steps[-1].detail.startswith("promised h1")
+    # nothing is skipped when the store holds one the view did not count
+    promising.promise_first(pipeline, request, base, base, result, _store_with(*counted),
+                            300.0, later)
+    assert len(seen) == 1
+
+
+def test_a_host_filled_since_the_view_was_made_is_refused_under_the_lock(monkeypatch):
+    from cortex.pipeline.engine import run_pipeline
+    from cortex.scheduler import promise as promising
+
+    pipeline, request, base = _general_purpose(memory_mb=65536)
+    result = run_pipeline(pipeline, request, base)
+    assert result.hosts == ["h1"]
+    filled = Reservation("full", "h1", "i7", None, MappingProxyType({"MEMORY_MB": 65536}), (),
+                         NOW, NOW + timedelta(seconds=300))
+    promised = promising.promise_first(pipeline, request, base, base, result,
+                                       _store_with(filled), 300.0, NOW)
+    assert promised.hosts == []
+    assert "MEMORY_MB" in promised.steps[-1].removed["h1"]
+
+
+def test_a_call_with_a_failed_filter_is_always_filtered_again(monkeypatch):
+    """A filter that raised was skipped by its policy in the pipeline but refuses in the
+    re-check: a host is then never promised on the pipeline's word."""
+    from cortex.decision import StepResult
+    from cortex.pipeline.engine import run_pipeline
+    from cortex.scheduler import promise as promising
+
+    pipeline, request, base = _general_purpose()
+    result = run_pipeline(pipeline, request, base)
+    broken = dataclasses.replace(result, steps=[*result.steps, StepResult(
+        "filter_broken", "filter", "error", reason="RuntimeError('boom')")])
+    seen = _watch_refusals(monkeypatch)
+    promising.promise_first(pipeline, request, base, base, broken, _store_with(), 300.0, NOW)
+    assert len(seen) == 1
 
 
 def test_a_hosts_reserved_state_is_kept_while_its_reservations_stay_the_same():
