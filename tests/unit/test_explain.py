@@ -193,3 +193,18 @@ def test_text_lists_weighers_ranking_margin_and_counterfactuals():
     lines = text.splitlines()
     row = next(line for line in lines if line.strip().startswith("1  a"))
     assert "+1.5232 (1)" in row  # w_gpu: 2 * tanh(1), raw 1
+
+
+def test_the_callers_first_choice_is_its_earliest_heaviest_host():
+    from types import MappingProxyType
+
+    from cortex.decision import Decision
+
+    def first(hosts, weights):
+        return Decision(service="nova", hosts=tuple(hosts),
+                        weights=MappingProxyType(weights)).caller_first()
+
+    assert first(["a", "b", "c"], {"a": 0.5, "b": 2.0, "c": 2.0}) == "b"   # a tie: earlier
+    assert first(["c", "b"], {"b": 2.0, "c": 2.0}) == "c"
+    assert first(["a", "b"], {"b": -1.0}) == "a"                            # missing: 0
+    assert first([], {}) is None
