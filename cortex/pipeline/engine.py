@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
-from cortex.decision import StepResult, final_weights
+import numpy as np
+
+from cortex.decision import StepResult, final_weight_array
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline import memo
 from cortex.pipeline.config import Pipeline, Step
@@ -110,12 +112,12 @@ def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: Knowledge
     for weigher_step in pipeline.weighers:
         _check_budget(weigher_step, deadline, started)
         steps.append(_run_weigher(weigher_step, run, alive, judged))
-    weights = list(map(_WEIGHT, map(_CANDIDATE, alive)))
-    sums = final_weights(weights, (s for s in steps if s.weighs), pipeline.weighing)
-    final = dict(zip(judged, sums, strict=True))
-    # alive is in the caller's order, and sorted() is stable: equal keys keep it
-    keys = list(zip(map(operator.neg, sums), map(operator.neg, weights), strict=True))
-    hosts = [judged[i] for i in sorted(range(len(judged)), key=keys.__getitem__)]
+    weights = np.fromiter(map(_WEIGHT, map(_CANDIDATE, alive)), float, len(alive))
+    sums = final_weight_array(weights, [s for s in steps if s.weighs], pipeline.weighing)
+    final = dict(zip(judged, sums.tolist(), strict=True))
+    # by final weight, then caller weight, both highest first; lexsort is stable and
+    # alive is in the caller's order, so equal keys keep it
+    hosts = list(map(judged.__getitem__, np.lexsort((-weights, -sums)).tolist()))
     if (pipeline.unknown_hosts or unknown_policy) == "keep":
         hosts += [c.host for c in sorted(unknown, key=lambda c: (-c.weight, order[c.host]))]
     return PipelineResult(pipeline.name, hosts, steps, [c.host for c in unknown], final,
