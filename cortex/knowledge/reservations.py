@@ -90,6 +90,16 @@ def reserve_host(state: HostState, reservations: Iterable[Reservation]) -> HostS
     return dataclasses.replace(state, nodes=MappingProxyType(nodes), topology=topology)
 
 
+def _reserved_states(view: KnowledgeView) -> dict[str, tuple[HostState, frozenset[str],
+                                                           HostState]]:
+    """Per host: ``(synced state, reservation ids, state with them)``.
+
+    Kept in the synced view of ``view``: :func:`with_reservations` fills it,
+    :func:`counted_on` reads it.
+    """
+    return view.root.derived(("reserved-host-states",), lambda _: {})
+
+
 def counted_on(view: KnowledgeView, host: str) -> frozenset[str] | None:
     """Ids of the reservations ``view`` counts in ``host``'s state; None when it cannot tell.
 
@@ -101,7 +111,7 @@ def counted_on(view: KnowledgeView, host: str) -> frozenset[str] | None:
     """
     if host not in view.overlaid:
         return frozenset()
-    kept = view.root.derived(("reserved-host-states",), lambda _: {}).get(host)
+    kept = _reserved_states(view).get(host)
     if kept is not None and view.hosts.get(host) is kept[2]:
         return kept[1]
     return None
@@ -133,7 +143,7 @@ def with_reservations(view: KnowledgeView, reservations: Iterable[Reservation],
             by_host.setdefault(reservation.host, []).append(reservation)
     hosts, changed = view.hosts, {}
     if by_host:
-        kept = view.root.derived(("reserved-host-states",), lambda _: {})
+        kept = _reserved_states(view)
         for host, items in by_host.items():
             state, ids = view.hosts[host], frozenset(r.id for r in items)
             known = kept.get(host)  # (synced state, reservation ids, state with them)
