@@ -282,6 +282,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("scheduler", "decision_queue_size", int, 10000,
            "Decisions waiting to be written; when full, new ones are dropped and counted.",
            minimum=1),
+    Option("scheduler", "decision_flush_interval", float, 0.05,
+           "Seconds a decision record waits for the next ones before the writer stores "
+           "them in one transaction (a record is readable that much later at most, and "
+           "a worker that crashes loses them). 0: each record as soon as the writer is "
+           "free.",
+           minimum=0, maximum=10),
     Option("scheduler", "decision_retention_days", float, 30.0,
            "Decisions older than this are pruned by 'cortex-manage decisions prune' "
            "and by the writer once an hour.",

@@ -29,7 +29,8 @@ LOG = logging.getLogger(__name__)
 _STOP = object()
 #: The decision log is best effort (a full queue drops records too): its commits do not
 #: wait for the WAL to reach the disk, so they do not hold the writer. A server crash
-#: may lose the last ~0.6 s of decisions (3x wal_writer_delay), never a half-written one.
+#: may lose the last ~0.6 s of decisions (3x wal_writer_delay), never a half-written one;
+#: a crash of the worker, those of the writer's flush interval besides.
 _NO_WAIT_FOR_FLUSH = text(NO_WAIT_FOR_FLUSH)
 
 
@@ -52,6 +53,13 @@ class DecisionWriter:
     ``demand_retention_days``, the GPU demand rows (``gpu_demand``, written with their
     decisions in one transaction: :mod:`cortex.store.demand`) likewise. Records are
     :class:`~cortex.decision.Decision` objects with their ``id`` and ``created_at`` set.
+
+    ``flush_interval`` (seconds, 0 by default): a record waits that long at most for the
+    records after it, and they are written together (:meth:`_gather`); ``flush()`` and
+    ``close()`` do not wait for it. Written one by one, each record cost the worker
+    about 1 ms of CPU and PostgreSQL 0.5 ms for its transaction (at 100 hosts, where
+    the record itself is 9 kB), the worker's own calls paying for both on a 2-core
+    machine: one transaction per interval costs that once.
     """
 
     def __init__(self, engine: Engine, maxsize: int = 10000, batch: int = 200,
@@ -60,8 +68,10 @@ class DecisionWriter:
                  on_handled: Callable[[int], None] = lambda n: None,
                  on_unstorable: Callable[[], None] = lambda: None,
                  on_queued: Callable[[int], None] = lambda n: None,
-                 demand_retention_days: float | None = None) -> None:
+                 demand_retention_days: float | None = None,
+                 flush_interval: float = 0.0) -> None:
         self._engine = engine
+        self._flush_interval = flush_interval
         self._on_unstorable = on_unstorable
         self._retention_days = retention_days
         self._demand_retention_days = demand_retention_days
@@ -109,18 +119,7 @@ class DecisionWriter:
     def _run(self) -> None:
         """Take records in batches and insert each batch in one transaction."""
         while True:
-            item = self._queue.get()
-            batch, markers, stop = [], [], False
-            while True:
-                if item is _STOP:
-                    stop = True
-                elif isinstance(item, threading.Event):
-                    markers.append(item)
-                else:
-                    batch.append(item)
-                if len(batch) >= self._batch or self._queue.empty():
-                    break
-                item = self._queue.get()
+            batch, markers, stop = self._gather(self._queue.get())
             self._write(batch)
             if batch:
                 self._on_handled(len(batch))
@@ -129,6 +128,32 @@ class DecisionWriter:
                 marker.set()
             if stop:
                 return
+
+    def _gather(self, item: Any) -> tuple[list[Decision], list[threading.Event], bool]:
+        """The batch that ``item`` opens: ``(records, flush markers, whether to stop)``.
+
+        Records arriving within ``flush_interval`` seconds of ``item`` join it, up to
+        ``batch`` records. A flush marker or the stop ends the wait; what is queued by
+        then is still taken.
+        """
+        batch: list[Decision] = []
+        markers: list[threading.Event] = []
+        stop = False
+        deadline = time.monotonic() + self._flush_interval
+        while True:
+            if item is _STOP:
+                stop = True
+            elif isinstance(item, threading.Event):
+                markers.append(item)
+            else:
+                batch.append(item)
+            if len(batch) >= self._batch:
+                return batch, markers, stop
+            wait = 0.0 if stop or markers else deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                return batch, markers, stop
 
     def _prune_if_due(self) -> None:
         """Apply the retention when it is due; errors are logged, never raised."""

@@ -10,7 +10,7 @@ from sqlalchemy import delete
 from cortex.db.models import Decision
 from cortex.decision import Decision as DecisionRecord
 from cortex.store.decisions import DecisionStore, DecisionWriter
-from tests.waiting import DEADLINE
+from tests.waiting import DEADLINE, wait_until
 
 
 def record(resource_id="inst-1", created_at=None, request_id="req-1", **changes):
@@ -49,6 +49,32 @@ def test_full_queue_drops_without_blocking(engine):
     assert len(drops) == 3 and writer.dropped == 3 and writer.depth == 1
     release.set()
     writer.close(DEADLINE)
+
+
+def test_records_within_the_flush_interval_are_written_together(engine):
+    # An interval far beyond the test's deadline: only the flush can end the wait.
+    writer = DecisionWriter(engine, flush_interval=10 * DEADLINE)
+    batches = []
+    real_write = writer._write
+    writer._write = lambda batch: (batches.append(len(batch)), real_write(batch))
+    first = [record(), record(), record()]
+    for item in first:
+        writer.submit(item)
+    writer.flush(DEADLINE)
+    assert batches == [3] and writer.written == 3
+    store = DecisionStore(engine)
+    assert all(store.get(item.id) is not None for item in first)
+    writer.close(DEADLINE)
+
+
+def test_a_full_batch_is_written_without_waiting_for_the_interval(engine):
+    writer = DecisionWriter(engine, batch=2, flush_interval=10 * DEADLINE)
+    for _ in range(3):
+        writer.submit(record())
+    wait_until(lambda: writer.written == 2, what="the full batch written")
+    assert writer.written == 2  # the third waits for its interval, or a flush
+    writer.close(DEADLINE)
+    assert writer.written == 3
 
 
 def test_prune_deletes_only_old_decisions(engine):
