@@ -147,7 +147,15 @@ class PrivateCluster:
         return [postmaster, *map(int, children)]
 
     def freeze(self) -> None:
-        """SIGSTOP every process of the cluster: connections stay open, nothing answers."""
+        """SIGSTOP every process of the cluster: connections stay open, nothing answers.
+
+        The postmaster first, then its children as they are once it stopped forking:
+        listing them first let a backend forked in between (a new connection of the
+        pool or of the reservation feed) serve on through the freeze.
+        """
+        pids = self.pids()
+        if pids:
+            os.kill(pids[0], signal.SIGSTOP)
         self._signal(signal.SIGSTOP)
 
     def thaw(self) -> None:
