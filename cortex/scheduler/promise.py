@@ -13,11 +13,14 @@ promised it meanwhile, the usual case), the state is the one the pipeline just p
 and the filters are not run again; they are whenever a filter of the call failed and
 was skipped by its policy, since the re-check counts a raising filter as a refusal
 (at 1,000 GPU hosts this took the re-check from 0.3-0.5 ms to 0.1 ms of every create:
-the filters on one host, and the overlay built for them). A host that no longer passes
-is removed from the answer with the failing filter's reason, exactly as if that filter
-had removed it; the first host that passes is promised. So no two answers ever
-promise the same capacity, and the caller's contract holds (only offered hosts, each
-once, ``[]`` only when every host was really removed).
+the filters on one host, and the overlay built for them). The store is then asked to
+write the reservation only if it finds those very reservations under the lock
+(``reserve_if_unchanged``): one round trip on PostgreSQL instead of a read and then a
+write; when it finds others, the host is re-checked under its lock as above. A host
+that no longer passes is removed from the answer with the failing filter's reason,
+exactly as if that filter had removed it; the first host that passes is promised. So
+no two answers ever promise the same capacity, and the caller's contract holds (only
+offered hosts, each once, ``[]`` only when every host was really removed).
 
 Only new builds and moves are promised (``create``, ``resize``, ``live_migrate``,
 ``evacuate``): a rebuild stays on the instance's host.
@@ -89,11 +92,14 @@ def promise_first(pipeline: Pipeline, request: Any, base: KnowledgeView,
             if tries == MAX_PROMISE_TRIES:
                 detail = f"{tries} hosts refused; the rest answered unpromised"
                 break
-            with store.lock_host(host, now) as held:
-                made, refused = _recheck(pipeline, request, base, overlaid, host,
-                                         held.reservations, ttl, now, cleanly)
-                if made is not None:
-                    held.reserve(made)
+            made = (_promise_unchanged(request, base, overlaid, host, store, ttl, now)
+                    if cleanly else None)
+            if made is None:
+                with store.lock_host(host, now) as held:
+                    made, refused = _recheck(pipeline, request, base, overlaid, host,
+                                             held.reservations, ttl, now, cleanly)
+                    if made is not None:
+                        held.reserve(made)
             if made is not None:
                 detail = f"promised {host} until {made.expires_at.isoformat()} ({made.id})"
                 break
@@ -109,6 +115,40 @@ def promise_first(pipeline: Pipeline, request: Any, base: KnowledgeView,
     weights = {h: w for h, w in result.weights.items() if h not in removed}
     return dataclasses.replace(result, hosts=hosts, steps=[*result.steps, step],
                                weights=weights)
+
+
+def _promise_unchanged(request: Any, base: KnowledgeView, overlaid: KnowledgeView,
+                       host: str, store: Any, ttl: float, now: datetime) -> Reservation | None:
+    """The reservation written on ``host`` when its reservations are still those counted.
+
+    ``overlaid`` counted the pending ones of the reservations it lists on ``host``
+    (:func:`~cortex.knowledge.reservations.counted_on`); when the store finds exactly
+    those under the host's lock, the host is in the state the pipeline passed, and the
+    reservation is written in the same step (``reserve_if_unchanged``: one round trip
+    on PostgreSQL, where the read under the lock and then the write take two). None,
+    nothing written, when the store found others, or when ``overlaid`` cannot tell
+    what it counted (a hold or a commitment of the call's own among them): the caller
+    then re-checks under the lock.
+    """
+    counted = counted_on(overlaid, host)
+    if counted is None:
+        return None
+    own = request.instance_uuid
+    listed = [r for r in overlaid.reservations
+              if r.host == host and not (own and r.instance_uuid == own)]
+    if frozenset(r.id for r in pending(listed, base, now)) != counted:
+        return None
+    made = _reservation(request, host, overlaid.hosts[host], ttl, now)
+    expected = frozenset(r.id for r in listed)
+    return made if store.reserve_if_unchanged(made, now, expected, own) else None
+
+
+def _reservation(request: Any, host: str, state: Any, ttl: float,
+                 now: datetime) -> Reservation:
+    """The reservation of ``request`` on ``host`` (in ``state``) from ``now`` for ``ttl`` s."""
+    return Reservation(new_uuid(), host, request.instance_uuid, request.network.group_id,
+                       MappingProxyType(dict(request.resources)),
+                       predicted_gpus(state, request), now, now + timedelta(seconds=ttl))
 
 
 def _recheck(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: KnowledgeView,
@@ -136,6 +176,4 @@ def _recheck(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: Kn
         reason = refusal(pipeline, request, view, host)
         if reason is not None:
             return None, reason
-    return Reservation(new_uuid(), host, request.instance_uuid, request.network.group_id,
-                       MappingProxyType(dict(request.resources)),
-                       predicted_gpus(state, request), now, now + timedelta(seconds=ttl)), ""
+    return _reservation(request, host, state, ttl, now), ""

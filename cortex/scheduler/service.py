@@ -73,6 +73,10 @@ class ReservationSource(Protocol):
     def lock_host(self, host: str, now: datetime) -> Any:
         """A context manager holding ``host``'s lock (see ReservationStore.lock_host)."""
 
+    def reserve_if_unchanged(self, made: Reservation, now: datetime,
+                             expected: frozenset[str], own: str | None) -> bool:
+        """Write ``made`` if its host's reservations are ``expected`` (see ReservationStore)."""
+
 
 class DecisionRecorder(Protocol):
     """Where decisions go: :class:`cortex.store.decisions.DecisionWriter`."""

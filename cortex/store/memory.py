@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from cortex.knowledge.reservations import Reservation
 
@@ -37,11 +38,30 @@ class HostLock:
         self.made = reservation
 
 
+def reserve_if_unchanged(store: Any, made: Reservation, now: datetime,
+                         expected: frozenset[str], own: str | None) -> bool:
+    """Write ``made`` under its host's lock if the host's reservations are ``expected``.
+
+    ``expected``: the ids of ``made.host``'s reservations unexpired at ``now``, those of
+    instance ``own`` left out (``made`` replaces them). True when written; False,
+    writing nothing, when the host has others now. ``store`` has ``lock_host``: this is
+    the rule any store keeps, in two steps; :class:`cortex.store.reservations.ReservationStore`
+    does it in one round trip on PostgreSQL.
+    """
+    with store.lock_host(made.host, now) as held:
+        found = frozenset(r.id for r in held.reservations if r.host == made.host
+                          and not (own and r.instance_uuid == own))
+        if found != expected:
+            return False
+        held.reserve(made)
+    return True
+
+
 class MemoryReservations:
     """Reservations in process memory: the simulator and single-process use.
 
-    The contract of :class:`cortex.store.reservations.ReservationStore`: ``active(now)``
-    and ``lock_host(host, now)``.
+    The contract of :class:`cortex.store.reservations.ReservationStore`: ``active(now)``,
+    ``lock_host(host, now)`` and ``reserve_if_unchanged(made, now, expected, own)``.
     """
 
     def __init__(self) -> None:
@@ -61,6 +81,11 @@ class MemoryReservations:
         with self._lock:
             current = [r for r in self._items.values() if r.expires_at > now]
             yield HostLock(host, current, self._replace)
+
+    def reserve_if_unchanged(self, made: Reservation, now: datetime,
+                             expected: frozenset[str], own: str | None) -> bool:
+        """See :func:`reserve_if_unchanged`."""
+        return reserve_if_unchanged(self, made, now, expected, own)
 
     def _replace(self, reservation: Reservation) -> None:
         """Store ``reservation``, dropping an earlier one of the same instance."""

@@ -21,7 +21,21 @@ from types import MappingProxyType
 from typing import Any
 
 from psycopg.rows import namedtuple_row
-from sqlalchemy import Engine, bindparam, delete, insert, make_url, select, text
+from sqlalchemy import (
+    Engine,
+    and_,
+    any_,
+    bindparam,
+    cast,
+    delete,
+    exists,
+    func,
+    insert,
+    make_url,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from cortex.db import models
@@ -33,7 +47,7 @@ from cortex.db.engine import (
     make_engine,
 )
 from cortex.knowledge.reservations import Reservation
-from cortex.store.memory import HostLock
+from cortex.store.memory import HostLock, reserve_if_unchanged
 from cortex.store.reservation_feed import CHANNEL, ReservationFeed
 
 #: First key of the advisory lock, so that Cortex's host locks never meet another
@@ -65,6 +79,29 @@ def _replace_statement(dialect: str):
     return statement.on_conflict_do_update(
         index_elements=[_TABLE.instance_uuid],
         set_={c: statement.excluded[c] for c in _COLUMNS if c != "instance_uuid"})
+
+
+def _replace_unchanged_statement():
+    """PostgreSQL: :func:`_replace_statement`'s upsert, made only if the host is unchanged.
+
+    Unchanged: the host's reservations unexpired at ``now``, instance ``own``'s left out,
+    are the ``n`` ids of ``expected``. Returns the id when it wrote, no row when not.
+    Values are cast to the columns' types (an INSERT from a SELECT does not infer them).
+    """
+    others = and_(_TABLE.host == bindparam("host"), _TABLE.expires_at > bindparam("now"),
+                  or_(cast(bindparam("own"), _TABLE.instance_uuid.type).is_(None),
+                      _TABLE.instance_uuid.is_distinct_from(bindparam("own"))))
+    listed = _TABLE.id == any_(bindparam("expected"))
+    unchanged = and_(
+        select(func.count()).where(others, listed).scalar_subquery() == bindparam("n"),
+        ~exists().where(others, ~listed))
+    columns = _TABLE.__table__.c
+    values = select(*(cast(bindparam(c), columns[c].type) for c in _COLUMNS)).where(unchanged)
+    statement = postgresql.insert(_TABLE).from_select(list(_COLUMNS), values)
+    return statement.on_conflict_do_update(
+        index_elements=[_TABLE.instance_uuid],
+        set_={c: statement.excluded[c] for c in _COLUMNS if c != "instance_uuid"},
+    ).returning(_TABLE.id)
 
 
 def _unpinged(url: str, connect_timeout: int, limits: ConnectionLimits | None = None) -> Engine:
@@ -135,6 +172,13 @@ def _values(reservation: Reservation) -> dict[str, Any]:
             "created_at": reservation.created_at, "expires_at": reservation.expires_at}
 
 
+def _driver_values(reservation: Reservation) -> dict[str, Any]:
+    """:func:`_values` as psycopg takes them for the compiled statements: JSON as text."""
+    values = _values(reservation)
+    values.update(resources=dumps_json(values["resources"]), gpus=dumps_json(values["gpus"]))
+    return values
+
+
 class ReservationStore:
     """Reservations in the ``inflight_reservations`` table of ``engine``'s database.
 
@@ -174,7 +218,9 @@ class ReservationStore:
         if self._postgres:
             self._sql = {name: str(statement.compile(dialect=engine.dialect))
                          for name, statement in (("lock", _LOCK), ("host_active", _HOST_ACTIVE),
-                                                 ("replace", self._replace))}
+                                                 ("replace", self._replace),
+                                                 ("replace_unchanged",
+                                                  _replace_unchanged_statement()))}
 
     def active(self, now: datetime) -> list[Reservation]:
         """Every reservation not expired at ``now``: from the feed, else one indexed query."""
@@ -245,33 +291,67 @@ class ReservationStore:
         claim backs, and a server crash may lose the last moment's of them, not corrupt
         anything (PostgreSQL's ``synchronous_commit = off``).
         """
+        with self._driver_connection() as raw, raw.pipeline() as pipeline:
+            raw.execute(self._sql["lock"], {"ns": LOCK_NAMESPACE, "host": host})
+            found = raw.cursor(row_factory=namedtuple_row)
+            found.execute(self._sql["host_active"], {"host": host, "now": now})
+            pipeline.sync()
+            current = [_reservation(row) for row in found.fetchall()]
+
+            def write(made: Reservation) -> None:
+                raw.execute(NO_WAIT_FOR_FLUSH)
+                raw.execute(self._sql["replace"], _driver_values(made))
+
+            held = HostLock(host, current, write)
+            yield held
+            if held.made is None:
+                raw.rollback()
+            else:
+                raw.commit()
+
+    def reserve_if_unchanged(self, made: Reservation, now: datetime,
+                             expected: frozenset[str], own: str | None) -> bool:
+        """Write ``made`` under its host's lock if the host's reservations are ``expected``.
+
+        As :func:`cortex.store.memory.reserve_if_unchanged` (the ids of ``made.host``'s
+        reservations unexpired at ``now``, instance ``own``'s left out; True when
+        written, False writing nothing). On PostgreSQL in one round trip: BEGIN, the
+        host's advisory lock, an upsert that writes only if the host's rows are those
+        (:func:`_replace_unchanged_statement`) and COMMIT go out together in pipeline
+        mode, where :meth:`lock_host` and :meth:`HostLock.reserve` need two: the read
+        must come back before the caller can decide. Raises as :meth:`lock_host` does.
+        """
+        if not self._postgres:
+            return reserve_if_unchanged(self, made, now, expected, own)
+        values = _driver_values(made) | {"now": now, "own": own, "expected": sorted(expected),
+                                         "n": len(expected)}
+        with self._driver_connection() as raw, raw.pipeline():
+            raw.execute(self._sql["lock"], {"ns": LOCK_NAMESPACE, "host": made.host})
+            raw.execute(NO_WAIT_FOR_FLUSH)
+            written = raw.cursor()
+            written.execute(self._sql["replace_unchanged"], values)
+            raw.commit()
+            if written.fetchone() is None:
+                return False
+        if self._feed is not None:
+            self._feed.add(made)
+        return True
+
+    @contextmanager
+    def _driver_connection(self) -> Iterator[Any]:
+        """A psycopg connection of the store's pool, for one transaction.
+
+        On an error the transaction is rolled back, or, when the connection was lost
+        (the watchdog shut it), the connection is discarded: no reset on its return.
+        """
         with self._engine.connect() as connection:
             raw = connection.connection.driver_connection
             try:
-                with raw.pipeline() as pipeline:
-                    raw.execute(self._sql["lock"], {"ns": LOCK_NAMESPACE, "host": host})
-                    found = raw.cursor(row_factory=namedtuple_row)
-                    found.execute(self._sql["host_active"], {"host": host, "now": now})
-                    pipeline.sync()
-                    current = [_reservation(row) for row in found.fetchall()]
-
-                    def write(made: Reservation) -> None:
-                        values = _values(made)
-                        values.update(resources=dumps_json(values["resources"]),
-                                      gpus=dumps_json(values["gpus"]))
-                        raw.execute(NO_WAIT_FOR_FLUSH)
-                        raw.execute(self._sql["replace"], values)
-
-                    held = HostLock(host, current, write)
-                    yield held
-                    if held.made is None:
-                        raw.rollback()
-                    else:
-                        raw.commit()
+                yield raw
             except BaseException:
                 if not raw.closed:
                     raw.rollback()
-                else:  # lost (the watchdog shut it): discard it, no reset on return
+                else:
                     connection.invalidate()
                 raise
 

@@ -14,6 +14,7 @@ from cortex.db.migrate import upgrade
 from cortex.knowledge.reservations import Reservation, with_reservations
 from cortex.store.reservations import ReservationStore
 from tests.fakes import host, instance, inventory, promise, view
+from tests.waiting import wait_until
 
 #: Every time here reaches the code under test as an argument, and nothing compares it
 #: with the real clock: a fixed instant, the same whenever (and however late) a test runs.
@@ -64,6 +65,78 @@ def test_fifty_concurrent_promises_never_exceed_the_room(store, engine):
     made = race(store, 50, 3)
     assert len(made) == 3
     assert len(store.active(NOW)) == 3
+
+
+def test_unchanged_promises_wait_for_the_hosts_lock_and_then_see_its_write(store, engine):
+    """Callers that counted no reservation on h1 queue on its lock while another call
+    holds it; that call writes one, and each of them then finds h1 changed."""
+    waiting = text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                   "AND NOT granted")
+    results, workers = [], []
+
+    def one(i):
+        made = reservation(f"r{i}", instance_uuid=f"i{i}")
+        results.append(store.reserve_if_unchanged(made, NOW, frozenset(), made.instance_uuid))
+
+    with store.lock_host("h1", NOW) as held:
+        workers = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+        for worker in workers:
+            worker.start()
+
+        def queued():
+            with engine.connect() as connection:
+                return connection.execute(waiting).scalar() == 8 or len(results) == 8
+
+        wait_until(queued, what="eight promises waiting for h1's lock")
+        held.reserve(reservation("first", instance_uuid="i-first"))
+    for worker in workers:
+        worker.join(30)
+    assert results == [False] * 8
+    assert [r.id for r in store.active(NOW)] == ["first"]
+
+
+@pytest.fixture(params=["postgresql", "sqlite", "memory"])
+def any_store(request, store, tmp_path):
+    """Each kind of store, empty: their ``reserve_if_unchanged`` keeps one rule."""
+    from cortex.store.memory import MemoryReservations
+
+    if request.param == "postgresql":
+        yield store
+    elif request.param == "memory":
+        yield MemoryReservations()
+    else:
+        engine = make_engine(f"sqlite:///{tmp_path / 'r.sqlite'}")
+        upgrade(engine)
+        yield ReservationStore(engine)
+        engine.dispose()
+
+
+def test_a_reservation_is_written_only_on_the_host_its_caller_counted(any_store):
+    """Unexpired reservations of the host count, but not the caller's own instance's
+    (replaced), another host's or an expired one; a reservation without an instance
+    counts (none is the caller's)."""
+    for made in (reservation("a", "h1", "i1"), reservation("own", "h1", "i9"),
+                 reservation("gone", "h1", "i2", ttl=-1), reservation("far", "h2", "i3"),
+                 reservation("anon", "h3", None)):
+        promise(any_store, made.host, NOW, lambda _, made=made: made)
+
+    def ids():
+        return sorted(r.id for r in any_store.active(NOW))
+
+    before = ids()
+    mine = reservation("new", "h1", "i9")
+    assert not any_store.reserve_if_unchanged(mine, NOW, frozenset(), "i9")
+    assert not any_store.reserve_if_unchanged(mine, NOW, frozenset({"a", "own"}), "i9")
+    assert not any_store.reserve_if_unchanged(mine, NOW, frozenset({"a", "b"}), "i9")
+    assert ids() == before  # refused: nothing written
+    assert any_store.reserve_if_unchanged(mine, NOW, frozenset({"a"}), "i9")
+    assert ids() == ["a", "anon", "far", "new"]  # i9's earlier one replaced
+    assert not any_store.reserve_if_unchanged(reservation("x", "h3", None), NOW,
+                                              frozenset(), None)
+    assert any_store.reserve_if_unchanged(reservation("y", "h3", None), NOW,
+                                          frozenset({"anon"}), None)
+    assert any_store.reserve_if_unchanged(reservation("z", "h4", "i4"), NOW, frozenset(), "i4")
+    assert ids() == ["a", "anon", "far", "new", "y", "z"]
 
 
 def test_sqlite_serialises_promises_in_one_process(tmp_path):
@@ -215,6 +288,35 @@ def test_a_host_with_the_reservations_its_view_counted_is_not_filtered_again(mon
     promising.promise_first(pipeline, request, base, base, result, _store_with(*counted),
                             300.0, later)
     assert len(seen) == 1
+
+
+def test_an_unchanged_host_is_promised_without_reading_under_its_lock(store, monkeypatch):
+    """On PostgreSQL the promise of a host with the reservations the view counted is one
+    round trip (``reserve_if_unchanged``), not ``lock_host``'s read and then write; a
+    reservation made meanwhile sends it back to the re-check under the lock."""
+    from cortex.pipeline.engine import run_pipeline
+    from cortex.scheduler import promise as promising
+
+    pipeline, request, base = _general_purpose()
+    counted = reservation("a", "h1", "i1")
+    promise(store, "h1", NOW, lambda _: counted)
+    overlaid = with_reservations(base, [counted], NOW)
+    result = run_pipeline(pipeline, request, overlaid)
+    seen = _watch_refusals(monkeypatch)
+    locked = []
+    real_lock = store.lock_host
+    monkeypatch.setattr(store, "lock_host", lambda h, n: locked.append(h) or real_lock(h, n))
+    promised = promising.promise_first(pipeline, request, base, overlaid, result, store,
+                                       300.0, NOW)
+    assert promised.hosts == ["h1"] and locked == [] and seen == []
+    made = next(r for r in store.active(NOW) if r.instance_uuid == "i9")
+    assert promised.steps[-1].detail.startswith(f"promised h1 until {made.expires_at:%Y}")
+    assert made.id in promised.steps[-1].detail and made.resources["VCPU"] > 0
+    promise(store, "h1", NOW, lambda _: reservation("meanwhile", "h1", "i8"))
+    locked.clear()
+    again = promising.promise_first(pipeline, request, base, overlaid, result, store,
+                                    300.0, NOW)
+    assert again.hosts == ["h1"] and locked == ["h1"] and len(seen) == 1
 
 
 def test_a_host_filled_since_the_view_was_made_is_refused_under_the_lock(monkeypatch):
