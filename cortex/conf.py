@@ -284,8 +284,8 @@ OPTIONS: tuple[Option, ...] = (
            minimum=1),
     Option("scheduler", "decision_flush_interval", float, 0.05,
            "Seconds a decision record waits for the next ones before the writer stores "
-           "them in one transaction (a record is readable that much later at most, and "
-           "a worker that crashes loses them). 0: each record as soon as the writer is "
+           "them in one transaction (a record may be stored that much later, and a "
+           "worker that crashes loses them). 0: each record as soon as the writer is "
            "free.",
            minimum=0, maximum=10),
     Option("scheduler", "decision_retention_days", float, 30.0,
