@@ -12,7 +12,7 @@ from cortex.db import models
 from cortex.db.engine import make_engine
 from cortex.db.migrate import upgrade
 from cortex.knowledge.reservations import Reservation, with_reservations
-from cortex.store.reservations import ReservationStore
+from cortex.store.reservations import LOCK_NAMESPACE, ReservationStore
 from tests.fakes import host, instance, inventory, promise, view
 from tests.waiting import wait_until
 
@@ -70,8 +70,9 @@ def test_fifty_concurrent_promises_never_exceed_the_room(store, engine):
 def test_unchanged_promises_wait_for_the_hosts_lock_and_then_see_its_write(store, engine):
     """Callers that counted no reservation on h1 queue on its lock while another call
     holds it; that call writes one, and each of them then finds h1 changed."""
-    waiting = text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                   "AND NOT granted")
+    waiting = text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                   "AND classid = :ns AND database = (SELECT oid FROM pg_database "
+                   "WHERE datname = current_database())").bindparams(ns=LOCK_NAMESPACE)
     results, workers = [], []
 
     def one(i):
