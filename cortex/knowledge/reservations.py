@@ -62,6 +62,15 @@ def pending(reservations: Iterable[Reservation], view: KnowledgeView,
             if r.expires_at > now and (r.instance_uuid is None or r.instance_uuid not in placed)]
 
 
+def others_on(reservations: Iterable[Reservation], host: str,
+              own: str | None) -> list[Reservation]:
+    """The reservations on ``host`` other than instance ``own``'s (a new answer replaces it).
+
+    ``own`` None: every one of the host's, those without an instance included.
+    """
+    return [r for r in reservations if r.host == host and not (own and r.instance_uuid == own)]
+
+
 def reserve_host(state: HostState, reservations: Iterable[Reservation]) -> HostState:
     """``state`` with the reservations' resources added to ``used`` and their GPUs in use.
 

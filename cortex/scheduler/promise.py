@@ -38,7 +38,13 @@ from typing import Any
 
 from cortex.decision import StepResult
 from cortex.ids import new_uuid
-from cortex.knowledge.reservations import Reservation, counted_on, pending, reserve_host
+from cortex.knowledge.reservations import (
+    Reservation,
+    counted_on,
+    others_on,
+    pending,
+    reserve_host,
+)
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.config import Pipeline
 from cortex.pipeline.engine import PipelineResult, refusal
@@ -134,8 +140,7 @@ def _promise_unchanged(request: Any, base: KnowledgeView, overlaid: KnowledgeVie
     if counted is None:
         return None
     own = request.instance_uuid
-    listed = [r for r in overlaid.reservations
-              if r.host == host and not (own and r.instance_uuid == own)]
+    listed = others_on(overlaid.reservations, host, own)
     if frozenset(r.id for r in pending(listed, base, now)) != counted:
         return None
     made = _reservation(request, host, overlaid.hosts[host], ttl, now)
@@ -162,8 +167,7 @@ def _recheck(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: Kn
     host whose reservations are the ones ``overlaid`` counted passes as it did there.
     """
     own = request.instance_uuid
-    others = pending([r for r in current if r.host == host
-                      and not (own and r.instance_uuid == own)], base, now)
+    others = pending(others_on(current, host, own), base, now)
     if cleanly and counted_on(overlaid, host) == frozenset(r.id for r in others):
         state = overlaid.hosts[host]  # the state the pipeline passed, nothing new on it
     else:

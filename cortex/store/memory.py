@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from cortex.knowledge.reservations import Reservation
+from cortex.knowledge.reservations import Reservation, others_on
 
 
 @dataclass
@@ -49,8 +49,7 @@ def reserve_if_unchanged(store: Any, made: Reservation, now: datetime,
     does it in one round trip on PostgreSQL.
     """
     with store.lock_host(made.host, now) as held:
-        found = frozenset(r.id for r in held.reservations if r.host == made.host
-                          and not (own and r.instance_uuid == own))
+        found = frozenset(r.id for r in others_on(held.reservations, made.host, own))
         if found != expected:
             return False
         held.reserve(made)
