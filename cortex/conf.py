@@ -265,13 +265,15 @@ OPTIONS: tuple[Option, ...] = (
            "cortex_scheduler_unpromised_answers_total; Placement's claim still decides), "
            "'fail' answers 503 so Nova keeps its own order.",
            choices=("answer", "fail")),
-    Option("scheduler", "step_memo_size", int, 200000,
+    Option("scheduler", "step_memo_size", int, 1000000,
            "Host answers each API worker keeps per knowledge version for the steps that "
            "declare what of a request they read (the GPU, NUMA, capacity, trait and "
            "tenancy filters, most weighers): a request of a shape seen before asks them "
-           "only about hosts not judged yet. About 100 bytes an answer; least recently "
-           "used request shapes go first (counted in cortex_step_answers_dropped_total; "
-           "cortex_step_answers_kept shows a worker's count). 0: keep none.",
+           "only about hosts not judged yet. A step's table for one request shape holds "
+           "room for an answer per host of the fleet (4 bytes a host for a filter, 20 for "
+           "a weigher), and counts that much; least recently used tables go first "
+           "(counted in cortex_step_answers_dropped_total; cortex_step_answers_kept shows "
+           "a worker's count). 0: keep none.",
            minimum=0),
     Option("scheduler", "pipelines_file", str, "",
            "Pipeline definitions (YAML). Empty: the pipelines.yaml shipped with Cortex."),

@@ -32,6 +32,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import repeat
 from types import MappingProxyType
 from typing import Any
 
@@ -82,29 +83,33 @@ def final_weights(caller_weights: Sequence[float], weighers: Iterable[StepResult
     its ``values`` in that order. The terms are added step by step, so the floats are
     the same wherever the sum is made (the engine, a stored record read back).
     """
-    return final_weight_array(caller_weights, weighers, weighing).tolist()
+    return final_weight_array(caller_weights, list(weighers), weighing).tolist()
 
 
 def final_weight_array(caller_weights: Sequence[float] | np.ndarray,
-                       weighers: Iterable[StepResult], weighing: str = "cortex") -> np.ndarray:
+                       weighers: Sequence[StepResult], weighing: str = "cortex",
+                       tanh: Sequence[np.ndarray | None] | None = None) -> np.ndarray:
     """:func:`final_weights` as a numpy array (float64), for the engine's ranking.
 
     The tanh is the standard library's (numpy's may differ in the last bit); the
     products and the step-by-step sums are single IEEE operations either way, so the
     floats are those of the same sum made one host at a time: at 10,000 judged hosts
-    and six weighers, 3 ms instead of 6 ms. ValueError when a step's values are not
-    one per caller weight.
+    and six weighers, 3 ms instead of 6 ms. ``tanh``, when given, holds per weigher
+    (same order) ``math.tanh`` of its values already taken, or None (the engine keeps
+    them with a step's kept answers). ValueError when a step's values are not one per
+    caller weight.
     """
     count = len(caller_weights)
     sums = np.fromiter(map(math.tanh, caller_weights), float, count) \
         if weighing == "cortex" else np.zeros(count)
-    for step in weighers:
+    for step, taken in zip(weighers, tanh or [None] * len(weighers), strict=True):
         values = step.values or ()
         if len(values) != count:
             raise ValueError(f"{step.name}: {len(values)} values for {count} hosts")
         if step.normalize is None:
-            terms = np.fromiter(map(math.tanh, values), float, count)
-            terms *= step.factor  # multiplier * tanh(raw), as StepResult.terms
+            if taken is None:
+                taken = np.fromiter(map(math.tanh, values), float, count)
+            terms = taken * step.factor  # multiplier * tanh(raw), as StepResult.terms
         else:
             terms = np.fromiter(step.terms(), float, count)
         sums += terms  # total + this step's term
@@ -288,9 +293,11 @@ class Decision:
 
     def caller_first(self) -> str | None:
         """The caller's own first choice: its highest weight, ties to its earlier host."""
-        weights = self.weights
-        # max() keeps the first of equal keys: the caller's earlier host wins a tie
-        return max(self.hosts, key=lambda host: weights.get(host, 0.0), default=None)
+        if not self.hosts:
+            return None
+        weights = list(map(self.weights.get, self.hosts, repeat(0.0)))
+        # index() finds the first of equal weights: the caller's earlier host wins a tie
+        return self.hosts[weights.index(max(weights))]
 
     def first_choice(self) -> str | None:
         """``kept`` when the answer starts with the caller's first choice, else ``changed``.

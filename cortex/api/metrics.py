@@ -122,8 +122,9 @@ class ReservationFeedCollector:
 class StepAnswersCollector:
     """Scrape-time size of the answering worker's kept step answers.
 
-    ``cortex_step_answers_kept``: host answers the worker keeps for its current knowledge
-    version (:mod:`cortex.pipeline.memo`); ``cortex_step_answers_limit``: ``[scheduler]
+    ``cortex_step_answers_kept``: host answers the worker's step tables hold room for in
+    its current knowledge version (:mod:`cortex.pipeline.memo`: a host of the fleet per
+    table); ``cortex_step_answers_limit``: ``[scheduler]
     step_memo_size``, the most it keeps. With ``cortex_step_answers_dropped_total``
     (counted by the scheduler) they size the option: a worker at its limit that keeps
     dropping answers asks its steps again for shapes it had answered.
@@ -143,7 +144,8 @@ class StepAnswersCollector:
         kept = memo.store_of(view, self._limit).size if view is not None and self._limit else 0
         yield GaugeMetricFamily(
             "cortex_step_answers_kept", "Host answers of pipeline steps this worker keeps "
-            "for its knowledge version.", value=kept)
+            "room for in its knowledge version (a host of the fleet per step table).",
+            value=kept)
         yield GaugeMetricFamily(
             "cortex_step_answers_limit", "Host answers of pipeline steps a worker keeps at "
             "most ([scheduler] step_memo_size).", value=self._limit)

@@ -16,7 +16,6 @@ import operator
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -95,31 +94,37 @@ def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: Knowledge
     """
     started = time.perf_counter()
     candidates = request.candidates
-    names = list(map(_HOST, candidates))
-    order = dict(zip(names, range(len(names)), strict=True))
-    pairs = list(zip(candidates, map(view.states_for(request.service).get, names),
-                     strict=True))
-    alive = [pair for pair in pairs if pair[1] is not None]
-    unknown = [c for c, state in pairs if state is None] if len(alive) < len(pairs) else []
+    states = view.states_for(request.service)
+    pairs = list(zip(candidates, map(states.get, map(_HOST, candidates)), strict=True))
+    known = [pair for pair in pairs if pair[1] is not None]
+    unknown = [c for c, state in pairs if state is None] if len(known) < len(pairs) else []
     answers = memo.store_of(view, memo_limit, memo_dropped) if memo_limit else None
-    run = _Run(request, view, order, answers, pipeline.weighing)
+    run = _Run(request, view, memo.candidates_of(known, host_names(known), view,
+                                                 request.service), answers,
+               pipeline.weighing)
+    rows = np.arange(len(known))
     steps = []
     for filter_step in pipeline.filters:
         _check_budget(filter_step, deadline, started)
-        record, alive = _run_filter(filter_step, run, alive)
+        record, rows = _run_filter(filter_step, run, rows)
         steps.append(record)
-    judged = host_names(alive)
+    judged = run.names_of(rows)
+    weighers, tanh = [], []
     for weigher_step in pipeline.weighers:
         _check_budget(weigher_step, deadline, started)
-        steps.append(_run_weigher(weigher_step, run, alive, judged))
-    weights = np.fromiter(map(_WEIGHT, map(_CANDIDATE, alive)), float, len(alive))
-    sums = final_weight_array(weights, [s for s in steps if s.weighs], pipeline.weighing)
+        record, taken = _run_weigher(weigher_step, run, rows, judged)
+        steps.append(record)
+        if record.weighs:
+            weighers.append(record)
+            tanh.append(taken)
+    weights = np.fromiter(map(_WEIGHT, map(_CANDIDATE, known)), float, len(known))[rows]
+    sums = final_weight_array(weights, weighers, pipeline.weighing, tanh)
     final = dict(zip(judged, sums.tolist(), strict=True))
     # by final weight, then caller weight, both highest first; lexsort is stable and
-    # alive is in the caller's order, so equal keys keep it
+    # the rows are in the caller's order, so equal keys keep it
     hosts = list(map(judged.__getitem__, np.lexsort((-weights, -sums)).tolist()))
     if (pipeline.unknown_hosts or unknown_policy) == "keep":
-        hosts += [c.host for c in sorted(unknown, key=lambda c: (-c.weight, order[c.host]))]
+        hosts += [c.host for c in sorted(unknown, key=lambda c: -c.weight)]  # stable
     return PipelineResult(pipeline.name, hosts, steps, [c.host for c in unknown], final,
                           judged, pipeline.weighing)
 
@@ -128,40 +133,43 @@ def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: Knowledge
 class _Run:
     """What every step of one call shares.
 
-    The request, its view, the candidates' order, the view's answer store (None:
-    nothing memoised), the pipeline's weighing and the names of the hosts still alive
-    (``alive``, the list they were taken from).
+    The request, its view, the candidates the view knows as columns
+    (:class:`memo.Candidates`), the view's answer store (None: nothing memoised) and the
+    pipeline's weighing. A step judges ``rows``: the ascending positions of the hosts
+    still alive among ``judged.pairs``; the pairs and names of the last rows asked for
+    are kept while the rows are the same array.
     """
 
     request: SchedulingRequest
     view: KnowledgeView
-    order: dict[str, int]
+    judged: memo.Candidates
     answers: memo.AnswerStore | None
     weighing: str = "cortex"
-    alive: list[Judged] | None = None
-    names: set[str] = field(default_factory=set)
-    listed: tuple[list[Judged], list[str]] | None = None
+    _pairs: tuple[np.ndarray, list[Judged]] | None = None
+    _names: tuple[np.ndarray, list[str]] | None = None
 
-    def names_of(self, alive: list[Judged]) -> set[str]:
-        """The host names of ``alive`` (kept while the list is the same)."""
-        if self.alive is not alive:
-            self.alive, self.names = alive, set(self.ordered_names(alive))
-        return self.names
+    def pairs_of(self, rows: np.ndarray) -> list[Judged]:
+        """The ``(candidate, state)`` pairs of ``rows``, in their order."""
+        if self._pairs is None or self._pairs[0] is not rows:
+            self._pairs = (rows, list(map(self.judged.pairs.__getitem__, rows.tolist())))
+        return self._pairs[1]
 
-    def ordered_names(self, alive: list[Judged]) -> list[str]:
-        """The host names of ``alive`` in its order (kept while the list is the same)."""
-        if self.listed is None or self.listed[0] is not alive:
-            self.listed = (alive, host_names(alive))
-        return self.listed[1]
+    def names_of(self, rows: np.ndarray) -> list[str]:
+        """The host names of ``rows``, in their order."""
+        if self._names is None or self._names[0] is not rows:
+            self._names = (rows, list(map(self.judged.names.__getitem__, rows.tolist())))
+        return self._names[1]
 
-    def table(self, plugin: Any) -> memo.AnswerTable | None:
+    def table(self, plugin: Any, weighs: bool = False) -> memo.AnswerTable | None:
         """The bound ``plugin``'s answer table for this request; None: ask it every time."""
         if self.answers is None:
             return None
         key = plugin.memo_key(self.request)
         if key is None:
             return None
-        return self.answers.table((plugin.memo_identity, self.request.service, key))
+        return self.answers.table((plugin.memo_identity, self.request.service, key),
+                                  len(memo.host_index(self.view, self.request.service)),
+                                  weighs)
 
 
 def _check_budget(step: Step[Any], deadline: float | None, started: float) -> None:
@@ -213,72 +221,70 @@ def refusal(pipeline: Pipeline, request: SchedulingRequest, view: KnowledgeView,
     return None
 
 
-def _run_filter(step: Step[Filter], run: _Run, alive: list[Judged]
-                ) -> tuple[StepResult, list[Judged]]:
-    """Apply one filter; return its result and the hosts still alive."""
+def _run_filter(step: Step[Filter], run: _Run, rows: np.ndarray
+                ) -> tuple[StepResult, np.ndarray]:
+    """Apply one filter to ``rows``; return its result and the rows still alive."""
     request, view = run.request, run.view
     skipped = skip_reason(step, request)
     if skipped:
         return StepResult(step.name, "filter", "skipped", reason=skipped, shadow=step.shadow,
-                          hosts_in=len(alive)), alive
+                          hosts_in=len(rows)), rows
     started = time.perf_counter()
     detail = None
+    failing = None
     try:
         plugin = step.plugin.bind(request, view)
         detail = plugin.detail
         table = run.table(plugin)
         if table is None:
-            removed = plugin.check_all(alive, request, view)
+            removed = plugin.check_all(run.pairs_of(rows), request, view)
         else:
-            removed = memo.check_memoised(
-                table, alive, run.names_of(alive), view, run.ordered_names(alive), run.order,
-                lambda hosts: plugin.check_all(hosts, request, view))
+            removed, failing = memo.check_memoised(
+                table, run.judged, rows, lambda hosts: plugin.check_all(hosts, request, view))
         _check_duration(step, (time.perf_counter() - started) * 1000)
     except Exception as exc:  # noqa: BLE001 - a plugin bug must not escape as a 500
         if step.on_error == "fail":
             raise StepFailed(step.name, exc) from exc
         LOG.warning("filter %s failed, skipped by policy: %r", step.name, exc)
         return StepResult(step.name, "filter", "error", _ms(started), repr(exc), step.shadow,
-                          hosts_in=len(alive), detail=detail), alive
+                          hosts_in=len(rows), detail=detail), rows
     result = StepResult(step.name, "filter", "ran", _ms(started), shadow=step.shadow,
-                        hosts_in=len(alive), removed=removed, detail=detail)
+                        hosts_in=len(rows), removed=removed, detail=detail)
     if step.shadow or not removed:
-        return result, alive
-    # the same pairs, kept: alive less the removed hosts, in its order
-    left = list(compress(alive, map(operator.not_, map(removed.__contains__,
-                                                       run.ordered_names(alive)))))
-    if run.alive is alive:
-        run.alive, run.names = left, run.names - removed.keys()
-    return result, left
+        return result, rows
+    if failing is None:
+        failing = np.fromiter(map(removed.__contains__, run.names_of(rows)), bool, len(rows))
+    return result, rows[~failing]
 
 
-def _run_weigher(step: Step[Weigher], run: _Run, alive: list[Judged], judged: list[str]
-                 ) -> StepResult:
-    """Apply one weigher: its raw weight per host of ``alive``, in the order of ``judged``.
+def _run_weigher(step: Step[Weigher], run: _Run, rows: np.ndarray, judged: list[str]
+                 ) -> tuple[StepResult, np.ndarray | None]:
+    """Apply one weigher: its raw weight per host of ``rows``, in the order of ``judged``.
 
-    All or nothing: a weigher that fails gives no values (skipped by its policy).
+    All or nothing: a weigher that fails gives no values (skipped by its policy). With
+    the result, ``math.tanh`` of the values where its answers were kept (else None).
     """
     request, view = run.request, run.view
     skipped = skip_reason(step, request)
     if skipped:
         return StepResult(step.name, "weigher", "skipped", reason=skipped,
-                          multiplier=step.multiplier, hosts_in=len(alive))
+                          multiplier=step.multiplier, hosts_in=len(rows)), None
     started = time.perf_counter()
-    detail = None
+    detail = tanh = None
     try:
         plugin = step.plugin.bind(request, view)
         detail = plugin.detail
-        table = run.table(plugin)
+        table = run.table(plugin, weighs=True)
         if table is None:
-            weights = plugin.weigh_all(alive, request, view)
+            weights = list(plugin.weigh_all(run.pairs_of(rows), request, view))
         else:
-            weights = memo.weigh_memoised(table, alive, run.names_of(alive),
-                                          run.ordered_names(alive), view,
-                                          lambda hosts: plugin.weigh_all(hosts, request, view))
-        if len(weights) != len(alive):
-            raise ValueError(f"{len(weights)} weights for {len(alive)} hosts")
+            values, tanh = memo.weigh_memoised(
+                table, run.judged, rows, lambda hosts: plugin.weigh_all(hosts, request, view))
+            weights = values.tolist()
+        if len(weights) != len(rows):
+            raise ValueError(f"{len(weights)} weights for {len(rows)} hosts")
         if not all(map(math.isfinite, weights)):
-            raw, host = next((w, c.host) for w, (c, _) in zip(weights, alive, strict=True)
+            raw, host = next((w, h) for w, h in zip(weights, judged, strict=True)
                              if not math.isfinite(w))
             raise ValueError(f"weight {raw} for {host} is not finite")
         _check_duration(step, (time.perf_counter() - started) * 1000)
@@ -287,10 +293,11 @@ def _run_weigher(step: Step[Weigher], run: _Run, alive: list[Judged], judged: li
             raise StepFailed(step.name, exc) from exc
         LOG.warning("weigher %s failed, skipped by policy: %r", step.name, exc)
         return StepResult(step.name, "weigher", "error", _ms(started), repr(exc),
-                          multiplier=step.multiplier, hosts_in=len(alive), detail=detail)
+                          multiplier=step.multiplier, hosts_in=len(rows), detail=detail), None
     return StepResult(step.name, "weigher", "ran", _ms(started), multiplier=step.multiplier,
-                      hosts_in=len(alive), detail=detail, weighed=judged, values=list(weights),
-                      normalize=plugin.normalize_bounds if run.weighing == "nova" else None)
+                      hosts_in=len(rows), detail=detail, weighed=judged, values=weights,
+                      normalize=plugin.normalize_bounds if run.weighing == "nova" else None
+                      ), tanh
 
 
 def _ms(started: float) -> float:

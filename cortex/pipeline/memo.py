@@ -10,6 +10,12 @@ with the view when the knowledge version moves), and a later request with the sa
 asks the plugin only about the hosts it has not judged yet. Hosts with several nodes
 (the nodes the caller names may change the answer) are always asked.
 
+The answers are columns over the synced view's hosts (:class:`HostIndex`): a filter's
+table holds, per host, the number of its reason (or "passes", or "not judged"), a
+weigher's the raw weight and whether it is known. A step over 10,000 candidates is then
+a few numpy operations on the candidates' view positions, where sets and dicts of host
+names cost ~2 ms a step.
+
 A host whose state the request's view changed (in-flight reservations,
 ``KnowledgeView.overlaid``) has its answer kept apart, with the state object it was
 judged on, and used again only while the view holds that very object
@@ -17,52 +23,109 @@ judged on, and used again only while the view holds that very object
 while its reservations stay the same). A busy cloud has a reservation in flight on
 thousands of hosts; asking about each of them on every call cost ~35 µs per such host.
 
-The lookups are set and dict operations over host names, done in C: a step whose
-answers are all known costs tens of microseconds for a thousand candidates, where the
-plugins' own batch methods cost up to milliseconds (the GPU and NUMA rules).
-
-The store is bounded: at most ``limit`` host answers per view, the tables least
-recently used dropped first. Each drop is reported to the store's ``on_drop`` (the API
-counts them in ``cortex_step_answers_dropped_total``): answers dropped steadily mean the
-limit is too small for the request shapes the cloud asks, and their steps are asked
-again.
+The store is bounded: a table holds room for an answer per host of the synced view
+(4 bytes a host for a filter, 20 for a weigher: its code, raw weight and tanh), and
+the store at most ``limit`` such host answers per view, the tables least recently used
+dropped first; a request naming few hosts costs the table of a whole fleet all the
+same, so the bound holds whatever the requests. Each drop is reported to the store's
+``on_drop`` (the API counts them in ``cortex_step_answers_dropped_total``): answers
+dropped steadily mean the limit is too small for the request shapes the cloud asks,
+and their steps are asked again.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from cortex.knowledge.view import KnowledgeView
 
-#: Host answers kept per synced view by default (about 100 bytes each).
-DEFAULT_LIMIT = 200_000
+#: Host answers (a table's room for one host) kept per synced view by default: at most
+#: ~20 MB, at 1,000 hosts ~1,000 tables (~50 request shapes), at 10,000 ~100.
+DEFAULT_LIMIT = 1_000_000
+#: A table's code for a host it has not judged.
+UNKNOWN = -2
+#: A filter table's code for a host that passes (a weigher's for a known weight).
+PASSES = -1
+
+
+@dataclass(frozen=True, slots=True)
+class HostIndex:
+    """The positions of a synced view's candidates for one service, and what is always asked.
+
+    ``positions``: name -> position (0 .. len - 1) of every state
+    ``view.states_for(service)`` holds; ``several``: per position, whether the host has
+    more than one node (its answer may depend on the nodes the caller names, so it is
+    asked every time).
+    """
+
+    positions: dict[str, int]
+    several: np.ndarray
+
+    def __len__(self) -> int:
+        """The number of positions."""
+        return len(self.positions)
+
+
+def host_index(view: KnowledgeView, service: str) -> HostIndex:
+    """The :class:`HostIndex` of ``view``'s synced view (``view.root``) for ``service``."""
+    def build(root: KnowledgeView) -> HostIndex:
+        states = root.states_for(service)
+        several = np.fromiter((len(getattr(state, "all_nodes", ())) > 1
+                               for state in states.values()), bool, len(states))
+        return HostIndex(dict(zip(states, range(len(states)), strict=True)), several)
+    return view.root.derived(("host-index", service), build)
 
 
 class AnswerTable:
-    """One step's answers under one request key: ``known`` hosts, ``answers`` by host.
+    """One step's answers under one request key, a column per synced host.
 
-    A filter's table holds only the reasons of the hosts that fail (a known host
-    without an answer passes); a weigher's holds every known host's raw weight. Both
-    are answers on the synced states. ``reserved`` holds, per host, the answer on a
-    state an overlay made: ``(that state, answer)``, the answer None for a filter's pass.
+    ``codes[position]``: :data:`UNKNOWN`, :data:`PASSES`, or for a filter the number of
+    the host's reason in ``reasons`` (a weigher's known hosts are :data:`PASSES`, their
+    raw weights in ``values`` and ``math.tanh`` of them in ``tanh``, the term Cortex's
+    weighing adds up). Both are answers on the synced states. ``reserved``
+    holds, per host name, the answer on a state an overlay made: ``(that state, answer)``,
+    the answer None for a filter's pass.
     """
 
-    __slots__ = ("known", "answers", "reserved", "store", "key", "counted")
+    __slots__ = ("codes", "values", "tanh", "reasons", "numbers", "reserved", "store", "key",
+                 "counted", "_lock")
 
-    def __init__(self, store: AnswerStore, key: Hashable = None) -> None:
-        self.known: set[str] = set()
-        self.answers: dict[str, Any] = {}
+    def __init__(self, store: AnswerStore, key: Hashable = None, size: int = 0,
+                 weighs: bool = False) -> None:
+        self.codes = np.full(size, UNKNOWN, np.int32)
+        self.values = np.zeros(size) if weighs else None
+        self.tanh = np.zeros(size) if weighs else None
+        self.reasons: list[str] = []
+        self.numbers: dict[str, int] = {}
         self.reserved: dict[str, tuple[Any, Any]] = {}
         self.store = store
         self.key = key
         self.counted = 0  # host answers the store has counted for this table
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        """Host answers held, synced and reserved."""
-        return len(self.known) + len(self.reserved)
+        """Host answers it holds room for: one per synced host, and those kept on overlays."""
+        return len(self.codes) + len(self.reserved)
+
+    def number(self, reason: str | None) -> int:
+        """The code of a filter's answer: :data:`PASSES` for None, else its reason's number."""
+        if reason is None:
+            return PASSES
+        found = self.numbers.get(reason)
+        if found is None:
+            with self._lock:  # a reason is listed before its number is handed out
+                found = self.numbers.get(reason)
+                if found is None:
+                    self.reasons.append(reason)
+                    found = self.numbers[reason] = len(self.reasons) - 1
+        return found
 
 
 class AnswerStore:
@@ -80,18 +143,22 @@ class AnswerStore:
         self._size = 0
         self._lock = threading.Lock()
 
-    def table(self, key: Hashable) -> AnswerTable:
-        """The table under ``key``, made when missing, marked as just used."""
+    def table(self, key: Hashable, size: int = 0, weighs: bool = False) -> AnswerTable:
+        """The table under ``key``, made when missing (``size`` hosts), marked as just used.
+
+        ``weighs``: a weigher's table (raw weights) rather than a filter's (reasons).
+        """
         with self._lock:
             table = self._tables.get(key)
-            if table is None:
-                table = self._tables[key] = AnswerTable(self, key)
-            else:
+            if table is not None:
                 self._tables.move_to_end(key)
-            return table
+                return table
+            table = self._tables[key] = AnswerTable(self, key, size, weighs)
+        self.grew(table)  # counted from the start: its columns take their room at once
+        return table
 
     def grew(self, table: AnswerTable) -> None:
-        """``table`` keeps more host answers: count them, drop the oldest tables past the limit.
+        """``table`` is new or holds more: count it, drop the oldest tables past the limit.
 
         The count is the table's own size, not what the caller added: calls that fill one
         table at once, or fill a table another call just dropped, would otherwise count
@@ -100,10 +167,10 @@ class AnswerStore:
         concurrent load a worker's count reached 1,037,056 answers with 935 held.)
         """
         dropped = 0
+        size = len(table)
         with self._lock:
             if self._tables.get(table.key) is not table:
                 return  # dropped meanwhile: its answers go with it
-            size = len(table)
             self._size += size - table.counted
             table.counted = size
             while self._size > self.limit and len(self._tables) > 1:
@@ -132,126 +199,146 @@ def store_of(view: KnowledgeView, limit: int,
     return store
 
 
-def _direct(view: KnowledgeView, names: set[str]) -> tuple[set[str], set[str]]:
-    """Of ``names``: ``(hosts asked every time, hosts judged on an overlay's state)``."""
-    several = view.root.derived(("hosts-with-several-nodes",), lambda root: frozenset(
-        name for name, state in root.hosts.items() if len(state.all_nodes) > 1))
-    always = names & several
-    return always, (names & view.overlaid) - always if view.overlaid else set()
+@dataclass(slots=True)
+class Candidates:
+    """The hosts a step judges, as columns over the request's candidates.
+
+    ``pairs``: every ``(candidate, state)`` of the request the view knows, in the
+    caller's order; ``names``: their host names; ``positions``: each one's position in
+    the synced view's :class:`HostIndex`; ``direct``: per pair, whether its answer is
+    never taken from a table's columns (several nodes, or a state an overlay changed);
+    ``states``: the request view's states (overlays included).
+    """
+
+    pairs: list[tuple[Any, Any]]
+    names: list[str]
+    positions: np.ndarray
+    direct: np.ndarray
+    several: np.ndarray
+    states: Any
 
 
-def _reserved_known(table: AnswerTable, view: KnowledgeView, overlaid: set[str]
-                    ) -> tuple[dict[str, Any], set[str]]:
-    """Of the ``overlaid`` hosts: ``(answers kept on their very state, hosts to ask)``."""
-    kept: dict[str, Any] = {}
-    stale: set[str] = set()
-    reserved, states = table.reserved, view.hosts
-    for host in overlaid:
-        entry = reserved.get(host)  # read once: another call may replace it
-        if entry is not None and entry[0] is states[host]:
-            kept[host] = entry[1]
+def candidates_of(pairs: list[tuple[Any, Any]], names: list[str], view: KnowledgeView,
+                  service: str) -> Candidates:
+    """The :class:`Candidates` of ``pairs`` (whose host names are ``names``) in ``view``.
+
+    A name the synced view does not hold (an overlay may not add hosts, so none in
+    practice) is asked directly, as a host with several nodes is.
+    """
+    index = host_index(view, service)
+    positions = np.fromiter(map(index.positions.get, names, [-1] * len(names)), np.intp,
+                            len(names))
+    missing = positions < 0
+    positions[missing] = 0
+    several = index.several[positions] | missing
+    direct = several.copy()
+    if view.overlaid:
+        direct |= np.fromiter(map(view.overlaid.__contains__, names), bool, len(names))
+    return Candidates(pairs, names, positions, direct, several, view.states_for(service))
+
+
+def _ask_directly(table: AnswerTable, judged: Candidates, rows: np.ndarray
+                  ) -> tuple[list[int], dict[int, Any]]:
+    """Of the direct ``rows``: ``(rows to ask, answers kept on their very overlay state)``."""
+    ask: list[int] = []
+    kept: dict[int, Any] = {}
+    reserved, states, names, several = table.reserved, judged.states, judged.names, judged.several
+    for row in rows.tolist():
+        if several[row]:
+            ask.append(row)
+            continue
+        name = names[row]
+        entry = reserved.get(name)  # read once: another call may replace it
+        if entry is not None and entry[0] is states[name]:
+            kept[row] = entry[1]
         else:
-            stale.add(host)
-    return kept, stale
+            ask.append(row)
+    return ask, kept
 
 
-def _keep_reserved(table: AnswerTable, view: KnowledgeView, stale: set[str],
-                   fresh: dict[str, Any]) -> None:
-    """Keep the answers just given on the ``stale`` hosts' overlay states."""
-    reserved, states = table.reserved, view.hosts
-    for host in stale:
-        reserved[host] = (states[host], fresh.get(host))
+def _rows_to_ask(table: AnswerTable, judged: Candidates, rows: np.ndarray
+                 ) -> tuple[np.ndarray, list[int], dict[int, Any]]:
+    """Of ``rows`` (ascending): ``(their codes, rows to ask, direct rows' kept answers)``."""
+    codes = table.codes[judged.positions[rows]]
+    direct = judged.direct[rows]
+    unknown = rows[(codes == UNKNOWN) & ~direct]
+    ask, kept = _ask_directly(table, judged, rows[direct]) if direct.any() else ([], {})
+    if ask:
+        return codes, sorted([*unknown.tolist(), *ask]), kept
+    return codes, unknown.tolist(), kept
 
 
-def check_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: set[str],
-                   view: KnowledgeView, ordered: list[str], position: dict[str, int],
+def _keep(table: AnswerTable, judged: Candidates, asked: list[int], answers: list[Any],
+          code: Callable[[Any], int]) -> None:
+    """Keep the answers just given for the ``asked`` rows: columns, or overlay states."""
+    positions, direct, several, names = (judged.positions, judged.direct, judged.several,
+                                         judged.names)
+    synced = [i for i, row in enumerate(asked) if not direct[row]]
+    if synced:
+        where = positions[[asked[i] for i in synced]]
+        if table.values is not None and table.tanh is not None:
+            weights = [answers[i] for i in synced]
+            table.values[where] = weights
+            table.tanh[where] = list(map(math.tanh, weights))
+        table.codes[where] = [code(answers[i]) for i in synced]
+    reserved, states = table.reserved, judged.states
+    for row, answer in zip(asked, answers, strict=True):
+        if direct[row] and not several[row]:
+            name = names[row]
+            reserved[name] = (states[name], answer)
+    table.store.grew(table)
+
+
+def check_memoised(table: AnswerTable, judged: Candidates, rows: np.ndarray,
                    check_all: Callable[[Sequence[tuple[Any, Any]]], dict[str, str]]
-                   ) -> dict[str, str]:
-    """``check_all(hosts)``, asking it only about the hosts ``table`` does not know.
+                   ) -> tuple[dict[str, str], np.ndarray]:
+    """``check_all`` of the ``rows`` of ``judged`` (ascending), asking only what ``table`` lacks.
 
-    ``names``: the host names of ``hosts``; ``ordered``: the same in their order, the
-    order of the answer; ``position``: each candidate's place in the request.
+    Returns ``(removed, failing)``: host -> reason in the rows' order, and a bool per
+    row, whether it fails.
     """
-    always, overlaid = _direct(view, names)
-    kept_reserved, stale = _reserved_known(table, view, overlaid)
-    todo = (names - table.known - overlaid) | always | stale
-    fresh: dict[str, str] = {}
-    if todo:
-        fresh = check_all([pair for pair in hosts if pair[0].host in todo])
-        kept = todo - always - stale
-        answers = table.answers
-        for host in kept & fresh.keys():
-            answers[host] = fresh[host]
-        table.known |= kept
-        if stale:
-            _keep_reserved(table, view, stale, fresh)
-        table.store.grew(table)
-    failing = (names & table.answers.keys()) - always - overlaid
-    removed = {host: table.answers[host] for host in failing}
-    removed.update((host, reason) for host, reason in fresh.items()
-                   if host in always or host in stale)
-    removed.update((host, reason) for host, reason in kept_reserved.items()
-                   if reason is not None)
-    return in_order(removed, ordered, position)
+    codes, ask, kept = _rows_to_ask(table, judged, rows)
+    # codes is a copy (numpy's fancy indexing): this call's answers go in it
+    if ask:
+        pairs, names = judged.pairs, judged.names
+        fresh = check_all([pairs[row] for row in ask])
+        answers = [fresh.get(names[row]) for row in ask]
+        _keep(table, judged, ask, answers, table.number)
+        codes[np.searchsorted(rows, ask)] = list(map(table.number, answers))
+    if kept:
+        codes[np.searchsorted(rows, list(kept))] = list(map(table.number, kept.values()))
+    failing = codes >= 0
+    if not failing.any():
+        return {}, failing
+    removed = dict(zip(map(judged.names.__getitem__, rows[failing].tolist()),
+                       map(table.reasons.__getitem__, codes[failing].tolist()), strict=True))
+    return removed, failing
 
 
-#: Past this many hosts, :func:`in_order` and :func:`weigh_memoised` walk the candidates
-#: once instead of sorting them or searching for each.
-_WALK_FROM = 64
-
-
-def in_order(removed: dict[str, str], ordered: list[str], position: dict[str, int]
-             ) -> dict[str, str]:
-    """``removed`` with its hosts in the order of ``ordered`` (which holds them all).
-
-    ``position``: each host's place, the same order. A few are sorted by their place;
-    many (a filter removing half of 10,000 candidates) are picked by one walk over
-    ``ordered``, half the time of the sort.
-    """
-    if len(removed) <= 1:
-        return removed
-    if len(removed) > _WALK_FROM:
-        return {host: removed[host] for host in ordered if host in removed}
-    return {host: removed[host] for host in sorted(removed, key=position.__getitem__)}
-
-
-def weigh_memoised(table: AnswerTable, hosts: Sequence[tuple[Any, Any]], names: set[str],
-                   ordered: list[str], view: KnowledgeView,
+def weigh_memoised(table: AnswerTable, judged: Candidates, rows: np.ndarray,
                    weigh_all: Callable[[Sequence[tuple[Any, Any]]], list[float]]
-                   ) -> list[float]:
-    """``weigh_all(hosts)``, asking it only about the hosts ``table`` does not know.
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """``weigh_all`` of the ``rows`` of ``judged`` (ascending), asking only what ``table`` lacks.
 
-    ``names``: the host names of ``hosts``; ``ordered``: the same in their order.
+    ``(raw weights, math.tanh of them)`` in the rows' order, as float64 arrays.
+    ValueError when ``weigh_all`` gives a number of weights other than the hosts it was
+    asked about.
     """
-    always, overlaid = _direct(view, names)
-    kept_reserved, stale = _reserved_known(table, view, overlaid)
-    todo = (names - table.known - overlaid) | always | stale
-    answers = table.answers
-    fresh: dict[int, float] = {}
-    if todo:
-        indices = [i for i, (c, _) in enumerate(hosts) if c.host in todo]
-        weights = weigh_all([hosts[i] for i in indices])
-        if len(weights) != len(indices):
-            raise ValueError(f"{len(weights)} weights for {len(indices)} hosts")
-        kept = todo - always - stale
-        for i, weight in zip(indices, weights, strict=True):
-            host = hosts[i][0].host
-            if host in kept:
-                answers[host] = weight
-            else:
-                fresh[i] = weight
-        table.known |= kept
-        if stale:
-            _keep_reserved(table, view, stale,
-                           {hosts[i][0].host: weight for i, weight in fresh.items()})
-        table.store.grew(table)
-    values: list[float] = list(map(answers.get, ordered))  # type: ignore[arg-type]
-    for i, weight in fresh.items():
-        values[i] = weight
-    if len(kept_reserved) > _WALK_FROM:
-        for i in [i for i, host in enumerate(ordered) if host in kept_reserved]:
-            values[i] = kept_reserved[ordered[i]]
-    else:  # a few reserved hosts: found by list.index, not a walk over every candidate
-        for host, weight in kept_reserved.items():
-            values[ordered.index(host)] = weight
-    return values
+    assert table.values is not None and table.tanh is not None
+    _, ask, kept = _rows_to_ask(table, judged, rows)
+    where = judged.positions[rows]
+    values, tanh = table.values[where], table.tanh[where]
+    if ask:
+        pairs = judged.pairs
+        weights = list(weigh_all([pairs[row] for row in ask]))
+        if len(weights) != len(ask):
+            raise ValueError(f"{len(weights)} weights for {len(ask)} hosts")
+        _keep(table, judged, ask, weights, lambda _: PASSES)
+        at = np.searchsorted(rows, ask)
+        values[at] = weights
+        tanh[at] = list(map(math.tanh, weights))
+    if kept:
+        at = np.searchsorted(rows, list(kept))
+        values[at] = list(kept.values())
+        tanh[at] = list(map(math.tanh, kept.values()))
+    return values, tanh

@@ -12,6 +12,7 @@ from tests.fakes import host, inventory, nova, view
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 HOSTS = ["a", "b", "c", "d"]
+MANY = 64  # hosts enough that kept answers are patched in bulk
 
 
 @dataclass(frozen=True)
@@ -178,18 +179,19 @@ def test_kept_overlay_answers_equal_answers_asked_afresh():
         assert got.steps[0].removed == want.steps[0].removed
         assert list(got.steps[0].removed) == list(want.steps[0].removed)
         assert got.steps[1].values == want.steps[1].values
+        assert got.weights == want.weights
 
 
 def test_the_limit_drops_the_least_recently_used_keys():
     p, asked, _ = pipeline()
     synced = fleet()
     for project in ("x", "y", "z"):
-        run_pipeline(p, request(project=project), synced, memo_limit=8)
+        run_pipeline(p, request(project=project), synced, memo_limit=10)
     asked.clear()
-    run_pipeline(p, request(project="z"), synced, memo_limit=8)
+    run_pipeline(p, request(project="z"), synced, memo_limit=10)
     assert asked == ["e"]                        # the newest key is kept
     asked.clear()
-    run_pipeline(p, request(project="x"), synced, memo_limit=8)
+    run_pipeline(p, request(project="x"), synced, memo_limit=10)
     assert sorted(asked) == ["a", "b", "c", "d", "e"]   # the oldest was dropped
 
 
@@ -198,11 +200,11 @@ def test_each_drop_past_the_limit_is_reported_with_its_answers():
     synced = fleet()
     drops = []
     for project in ("x", "y", "z", "z"):
-        run_pipeline(p, request(project=project), synced, memo_limit=8,
+        run_pipeline(p, request(project=project), synced, memo_limit=10,
                      memo_dropped=drops.append)
-    # x fills the filter's and the weigher's tables (4 hosts each: e is always asked);
-    # y and z each drop the oldest filter table, 4 answers; z again drops nothing
-    assert drops == [4, 4]
+    # a table counts a host of the fleet each (5): x's filter and weigher tables fill the
+    # limit; y and z each drop the oldest filter table, 5 answers; z again drops nothing
+    assert drops == [5, 5]
 
 
 def test_no_limit_keeps_nothing():
@@ -214,13 +216,6 @@ def test_no_limit_keeps_nothing():
     assert sorted(asked) == ["a", "b", "c", "d", "e"]
 
 
-def _hosts(names):
-    """``(candidate, state)`` pairs for check_memoised (a state the fake check ignores)."""
-    from cortex.request import Candidate
-
-    return [(Candidate(n, (), 0.0), None) for n in names]
-
-
 def _held(store):
     return sum(len(t) for t in store._tables.values())
 
@@ -228,82 +223,93 @@ def _held(store):
 def test_a_table_dropped_while_a_call_fills_it_does_not_count():
     from cortex.pipeline.memo import AnswerStore
 
-    store = AnswerStore(limit=12)
-    early = store.table("early")
-    early.known |= {f"h{i}" for i in range(5)}
+    store = AnswerStore(limit=25)
+    early = store.table("early", 10)
+    late = store.table("late", 10)
+    assert store.size == 20 == _held(store)  # room for every host, however few judged
+    store.table("later", 10)                 # past the limit: the early table goes
+    assert store.size == 20 == _held(store)
+    early.reserved["h1"] = (object(), None)  # a call still filling it
     store.grew(early)
-    late = store.table("late")
-    late.known |= {f"g{i}" for i in range(10)}
-    store.grew(late)                         # past the limit: the early table goes
-    assert store.size == 10 == _held(store)
-    early.known |= {f"h{i}" for i in range(5, 11)}   # a call still filling it
-    store.grew(early)
-    assert store.size == 10 == _held(store)
+    assert store.size == 20 == _held(store)
+    late.reserved["h1"] = (object(), None)
+    store.grew(late)
     store.grew(late)                         # counted again: nothing new
-    assert store.size == 10
+    assert store.size == 21 == _held(store)
 
 
 def test_two_calls_filling_one_table_at_once_count_its_answers_once():
     import threading
 
-    from cortex.pipeline.memo import AnswerStore, check_memoised
+    import numpy as np
+
+    from cortex.pipeline.memo import UNKNOWN, AnswerStore, candidates_of, check_memoised
+    from cortex.request import Candidate
 
     store = AnswerStore(limit=1000)
-    table = store.table(("step", "nova", ()))
     names = [f"h{i}" for i in range(20)]
+    synced = view(*[host(name) for name in names])
+    table = store.table(("step", "nova", ()), len(names))
+    judged = candidates_of([(Candidate(n, (), 0.0), synced.hosts[n]) for n in names], names,
+                           synced, "nova")
     both = threading.Barrier(2)
+    answers = []
 
     def check_all(pairs):
         both.wait(timeout=30)                # both calls found the same hosts unknown
         return {pairs[0][0].host: "no"}
 
     def call():
-        check_memoised(table, _hosts(names), set(names), view(), names,
-                       {n: i for i, n in enumerate(names)}, check_all)
+        answers.append(check_memoised(table, judged, np.arange(len(names)), check_all)[0])
 
     threads = [threading.Thread(target=call) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(table.known) == 20 and store.size == 20 == _held(store)
+    assert answers == [{"h0": "no"}, {"h0": "no"}]
+    assert (table.codes != UNKNOWN).all() and store.size == 20 == _held(store)
+    assert table.reasons == ["no"], "one reason numbered once"
 
 
-def test_removed_hosts_come_in_the_callers_order_whether_sorted_or_walked():
-    from cortex.pipeline.memo import _WALK_FROM, in_order
-
-    ordered = [f"h{i}" for i in range(4 * _WALK_FROM)]
-    position = {name: i for i, name in enumerate(ordered)}
-    for count in (2, _WALK_FROM, _WALK_FROM + 1, _WALK_FROM + 20):
-        picked = ordered[::-1][1::3][:count]        # in reverse order, every third
-        removed = {name: f"reason {name}" for name in picked}
-        answer = in_order(removed, ordered, position)
-        assert len(answer) == count
-        assert list(answer) == sorted(picked, key=position.__getitem__)
-        assert answer == removed                     # the same reasons
-
-
-def test_kept_answers_equal_fresh_ones_past_the_walk_threshold():
-    """Many removed and many reserved hosts (each past _WALK_FROM) take the walking paths."""
+def test_removed_hosts_come_in_the_callers_order_when_kept():
     import random
 
-    from cortex.pipeline.memo import _WALK_FROM
+    rng = random.Random(5)
+    names = [f"h{i:03d}" for i in range(300)]
+    synced = view(*[host(h) for h in names])
+    p, asked, _ = pipeline()
+    project = ",".join(rng.sample(names, 120))
+    run_pipeline(p, request(project, names), synced)
+    for _ in range(3):
+        offered = rng.sample(names, 250)
+        asked.clear()
+        removed = run_pipeline(p, request(project, offered), synced).steps[0].removed
+        assert asked == []                       # every answer kept
+        assert list(removed) == [h for h in offered if h in project.split(",")]
+        assert set(removed.values()) == {"named"}
+
+
+def test_kept_answers_equal_fresh_ones_for_many_hosts():
+    """Many removed and many reserved hosts: kept answers patched into the columns."""
+    import random
 
     rng = random.Random(11)
-    names = [f"h{i:03d}" for i in range(5 * _WALK_FROM)]
+    names = [f"h{i:03d}" for i in range(5 * MANY)]
     synced = view(*[host(h, inventories={"VCPU": inventory(64, used=i % 7)})
                     for i, h in enumerate(names)])
     kept, _, _ = pipeline()
     fresh, _, _ = pipeline()
-    project = ",".join(rng.sample(names, _WALK_FROM + 16))     # removes _WALK_FROM + 16
-    reserved = rng.sample(names, 3 * _WALK_FROM)                  # > _WALK_FROM still alive
+    project = ",".join(rng.sample(names, MANY + 16))     # removes MANY + 16
+    reserved = rng.sample(names, 3 * MANY)                  # > MANY still alive
     reservations = [reserve(f"r{h}", h, 1 + i % 5) for i, h in enumerate(reserved)]
     for _ in range(3):                          # asked, then kept on the same reserved states
         overlaid = with_reservations(synced, reservations, NOW)
         offered = rng.sample(names, len(names))
         got = run_pipeline(kept, request(project, offered), overlaid)
         want = run_pipeline(fresh, request(project, offered), overlaid, memo_limit=0)
-        assert len(got.steps[0].removed) > _WALK_FROM
-        assert len(set(reserved) & set(got.weighed)) > _WALK_FROM
+        assert len(got.steps[0].removed) > MANY
+        assert len(set(reserved) & set(got.weighed)) > MANY
         assert list(got.steps[0].removed.items()) == list(want.steps[0].removed.items())
         assert got.steps[1].values == want.steps[1].values and got.hosts == want.hosts
+        assert got.weights == want.weights       # kept tanh terms: the same floats
