@@ -40,6 +40,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -205,9 +206,10 @@ class Candidates:
 
     ``pairs``: every ``(candidate, state)`` of the request the view knows, in the
     caller's order; ``names``: their host names; ``positions``: each one's position in
-    the synced view's :class:`HostIndex`; ``direct``: per pair, whether its answer is
-    never taken from a table's columns (several nodes, or a state an overlay changed);
-    ``states``: the request view's states (overlays included).
+    the synced view's :class:`HostIndex`; ``several``: per pair, whether it is asked
+    every time (several nodes, or a host the synced view lacks); ``direct``: whether its
+    answer is never taken from a table's columns (``several``, or a state an overlay
+    changed); ``states``: the request view's states (overlays included).
     """
 
     pairs: list[tuple[Any, Any]]
@@ -226,8 +228,7 @@ def candidates_of(pairs: list[tuple[Any, Any]], names: list[str], view: Knowledg
     practice) is asked directly, as a host with several nodes is.
     """
     index = host_index(view, service)
-    positions = np.fromiter(map(index.positions.get, names, [-1] * len(names)), np.intp,
-                            len(names))
+    positions = np.fromiter(map(index.positions.get, names, repeat(-1)), np.intp, len(names))
     missing = positions < 0
     positions[missing] = 0
     several = index.several[positions] | missing
