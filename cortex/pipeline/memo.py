@@ -257,10 +257,13 @@ def _ask_directly(table: AnswerTable, judged: Candidates, rows: np.ndarray
     return ask, kept
 
 
-def _rows_to_ask(table: AnswerTable, judged: Candidates, rows: np.ndarray
+def _rows_to_ask(table: AnswerTable, judged: Candidates, rows: np.ndarray, where: np.ndarray
                  ) -> tuple[np.ndarray, list[int], dict[int, Any]]:
-    """Of ``rows`` (ascending): ``(their codes, rows to ask, direct rows' kept answers)``."""
-    codes = table.codes[judged.positions[rows]]
+    """Of ``rows``: ``(their codes, rows to ask, direct rows' kept answers)``.
+
+    ``rows`` ascending, ``where`` their positions in the synced view.
+    """
+    codes = table.codes[where]
     direct = judged.direct[rows]
     unknown = rows[(codes == UNKNOWN) & ~direct]
     ask, kept = _ask_directly(table, judged, rows[direct]) if direct.any() else ([], {})
@@ -270,24 +273,27 @@ def _rows_to_ask(table: AnswerTable, judged: Candidates, rows: np.ndarray
 
 
 def _keep(table: AnswerTable, judged: Candidates, asked: list[int], answers: list[Any],
-          code: Callable[[Any], int]) -> None:
-    """Keep the answers just given for the ``asked`` rows: columns, or overlay states."""
-    positions, direct, several, names = (judged.positions, judged.direct, judged.several,
-                                         judged.names)
+          codes: list[int], tanh: list[float] | None = None) -> None:
+    """Keep the answers just given for the ``asked`` rows: columns, or overlay states.
+
+    ``codes`` (and for a weigher ``tanh``): what the columns hold for each answer.
+    """
+    direct = judged.direct
     synced = [i for i, row in enumerate(asked) if not direct[row]]
     if synced:
-        where = positions[[asked[i] for i in synced]]
-        if table.values is not None and table.tanh is not None:
-            weights = [answers[i] for i in synced]
-            table.values[where] = weights
-            table.tanh[where] = list(map(math.tanh, weights))
-        table.codes[where] = [code(answers[i]) for i in synced]
-    reserved, states = table.reserved, judged.states
-    for row, answer in zip(asked, answers, strict=True):
-        if direct[row] and not several[row]:
-            name = names[row]
-            reserved[name] = (states[name], answer)
-    table.store.grew(table)
+        where = judged.positions[[asked[i] for i in synced]]
+        if table.values is not None and table.tanh is not None and tanh is not None:
+            table.values[where] = [answers[i] for i in synced]
+            table.tanh[where] = [tanh[i] for i in synced]
+        table.codes[where] = [codes[i] for i in synced]  # last: the weights are in place
+    if len(synced) < len(asked):
+        reserved, states, names, several = (table.reserved, judged.states, judged.names,
+                                            judged.several)
+        for row, answer in zip(asked, answers, strict=True):
+            if direct[row] and not several[row]:
+                name = names[row]
+                reserved[name] = (states[name], answer)
+        table.store.grew(table)  # the columns were counted when the table was made
 
 
 def check_memoised(table: AnswerTable, judged: Candidates, rows: np.ndarray,
@@ -298,14 +304,15 @@ def check_memoised(table: AnswerTable, judged: Candidates, rows: np.ndarray,
     Returns ``(removed, failing)``: host -> reason in the rows' order, and a bool per
     row, whether it fails.
     """
-    codes, ask, kept = _rows_to_ask(table, judged, rows)
+    codes, ask, kept = _rows_to_ask(table, judged, rows, judged.positions[rows])
     # codes is a copy (numpy's fancy indexing): this call's answers go in it
     if ask:
         pairs, names = judged.pairs, judged.names
         fresh = check_all([pairs[row] for row in ask])
         answers = [fresh.get(names[row]) for row in ask]
-        _keep(table, judged, ask, answers, table.number)
-        codes[np.searchsorted(rows, ask)] = list(map(table.number, answers))
+        numbers = list(map(table.number, answers))
+        _keep(table, judged, ask, answers, numbers)
+        codes[np.searchsorted(rows, ask)] = numbers
     if kept:
         codes[np.searchsorted(rows, list(kept))] = list(map(table.number, kept.values()))
     failing = codes >= 0
@@ -326,18 +333,19 @@ def weigh_memoised(table: AnswerTable, judged: Candidates, rows: np.ndarray,
     asked about.
     """
     assert table.values is not None and table.tanh is not None
-    _, ask, kept = _rows_to_ask(table, judged, rows)
     where = judged.positions[rows]
+    _, ask, kept = _rows_to_ask(table, judged, rows, where)
     values, tanh = table.values[where], table.tanh[where]
     if ask:
         pairs = judged.pairs
         weights = list(weigh_all([pairs[row] for row in ask]))
         if len(weights) != len(ask):
             raise ValueError(f"{len(weights)} weights for {len(ask)} hosts")
-        _keep(table, judged, ask, weights, lambda _: PASSES)
+        terms = list(map(math.tanh, weights))
+        _keep(table, judged, ask, weights, [PASSES] * len(ask), terms)
         at = np.searchsorted(rows, ask)
         values[at] = weights
-        tanh[at] = list(map(math.tanh, weights))
+        tanh[at] = terms
     if kept:
         at = np.searchsorted(rows, list(kept))
         values[at] = list(kept.values())
