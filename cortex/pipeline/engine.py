@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import math
-import operator
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,17 +27,6 @@ from cortex.plugins.base import Filter, Weigher
 from cortex.request import Candidate, SchedulingRequest
 
 LOG = logging.getLogger(__name__)
-#: A candidate the filters have not removed, with the state it is judged on.
-Judged = tuple[Candidate, Any]
-# A Judged pair's candidate, and a Candidate's host and weight: the passes over every
-# candidate of a call go through map() with these rather than a Python loop per host.
-_CANDIDATE = _HOST = operator.itemgetter(0)
-_WEIGHT = operator.itemgetter(2)
-
-
-def host_names(alive: list[Judged]) -> list[str]:
-    """The host names of ``alive`` in its order."""
-    return list(map(_HOST, map(_CANDIDATE, alive)))
 
 
 class StepFailed(RuntimeError):
@@ -94,39 +82,41 @@ def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: Knowledge
     """
     started = time.perf_counter()
     candidates = request.candidates
-    states = view.states_for(request.service)
-    pairs = list(zip(candidates, map(states.get, map(_HOST, candidates)), strict=True))
-    known = [pair for pair in pairs if pair[1] is not None]
-    unknown = [c for c, state in pairs if state is None] if len(known) < len(pairs) else []
+    judged = memo.candidates_of(candidates, view, request.service)
+    caller = np.array(candidates.weights, dtype=float)
+    unknown: list[Candidate] = []
+    if judged.at is not None:
+        known = np.zeros(len(candidates), bool)
+        known[judged.at] = True
+        unknown = list(candidates.take(np.flatnonzero(~known).tolist()))
+        caller = caller[known]
     answers = memo.store_of(view, memo_limit, memo_dropped) if memo_limit else None
-    run = _Run(request, view, memo.candidates_of(known, host_names(known), view,
-                                                 request.service), answers,
-               pipeline.weighing)
-    rows = np.arange(len(known))
+    run = _Run(request, view, judged, answers, pipeline.weighing)
+    rows = np.arange(len(judged.names))
     steps = []
     for filter_step in pipeline.filters:
         _check_budget(filter_step, deadline, started)
         record, rows = _run_filter(filter_step, run, rows)
         steps.append(record)
-    judged = run.names_of(rows)
+    names = run.names_of(rows)
     weighers, tanh = [], []
     for weigher_step in pipeline.weighers:
         _check_budget(weigher_step, deadline, started)
-        record, taken = _run_weigher(weigher_step, run, rows, judged)
+        record, taken = _run_weigher(weigher_step, run, rows, names)
         steps.append(record)
         if record.weighs:
             weighers.append(record)
             tanh.append(taken)
-    weights = np.fromiter(map(_WEIGHT, map(_CANDIDATE, known)), float, len(known))[rows]
+    weights = caller[rows]
     sums = final_weight_array(weights, weighers, pipeline.weighing, tanh)
-    final = dict(zip(judged, sums.tolist(), strict=True))
+    final = dict(zip(names, sums.tolist(), strict=True))
     # by final weight, then caller weight, both highest first; lexsort is stable and
     # the rows are in the caller's order, so equal keys keep it
-    hosts = list(map(judged.__getitem__, np.lexsort((-weights, -sums)).tolist()))
+    hosts = list(map(names.__getitem__, np.lexsort((-weights, -sums)).tolist()))
     if (pipeline.unknown_hosts or unknown_policy) == "keep":
         hosts += [c.host for c in sorted(unknown, key=lambda c: -c.weight)]  # stable
     return PipelineResult(pipeline.name, hosts, steps, [c.host for c in unknown], final,
-                          judged, pipeline.weighing)
+                          names, pipeline.weighing)
 
 
 @dataclass(slots=True)
@@ -145,13 +135,13 @@ class _Run:
     judged: memo.Candidates
     answers: memo.AnswerStore | None
     weighing: str = "cortex"
-    _pairs: tuple[np.ndarray, list[Judged]] | None = None
+    _pairs: tuple[np.ndarray, memo.JudgedPairs] | None = None
     _names: tuple[np.ndarray, list[str]] | None = None
 
-    def pairs_of(self, rows: np.ndarray) -> list[Judged]:
-        """The ``(candidate, state)`` pairs of ``rows``, in their order."""
+    def pairs_of(self, rows: np.ndarray) -> memo.JudgedPairs:
+        """The ``(candidate, state)`` pairs of ``rows``, in their order (made when read)."""
         if self._pairs is None or self._pairs[0] is not rows:
-            self._pairs = (rows, list(map(self.judged.pairs.__getitem__, rows.tolist())))
+            self._pairs = (rows, self.judged.pairs_of(rows.tolist()))
         return self._pairs[1]
 
     def names_of(self, rows: np.ndarray) -> list[str]:
@@ -207,7 +197,7 @@ def refusal(pipeline: Pipeline, request: SchedulingRequest, view: KnowledgeView,
     counts as a refusal. The in-flight reservation's re-check of one host
     (:mod:`cortex.scheduler.promise`).
     """
-    candidate = next(c for c in request.candidates if c.host == host)
+    candidate = request.candidates[request.candidates.hosts.index(host)]
     state = view.hosts[host]
     for step in pipeline.filters:
         if step.shadow or skip_reason(step, request):

@@ -38,14 +38,15 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
 from cortex.knowledge.view import KnowledgeView
+from cortex.request import Candidate, CandidateList
 
 #: Host answers (a table's room for one host) kept per synced view by default: at most
 #: ~20 MB, at 1,000 hosts ~1,000 tables (~50 request shapes), at 10,000 ~100.
@@ -204,38 +205,96 @@ def store_of(view: KnowledgeView, limit: int,
 class Candidates:
     """The hosts a step judges, as columns over the request's candidates.
 
-    ``pairs``: every ``(candidate, state)`` of the request the view knows, in the
-    caller's order; ``names``: their host names; ``positions``: each one's position in
-    the synced view's :class:`HostIndex`; ``several``: per pair, whether it is asked
-    every time (several nodes, or a host the synced view lacks); ``direct``: whether its
-    answer is never taken from a table's columns (``several``, or a state an overlay
-    changed); ``states``: the request view's states (overlays included).
+    ``candidates``: the request's :class:`~cortex.request.CandidateList`; ``at``: the
+    positions in it of the hosts the request's view knows, the judged hosts (None: all
+    of them, in order); ``names``: their host names, in the caller's order;
+    ``positions``: each one's position in the synced view's :class:`HostIndex`;
+    ``several``: per host, whether it is asked every time (several nodes, or a host the
+    synced view lacks); ``direct``: whether its answer is never taken from a table's
+    columns (``several``, or a state an overlay changed); ``states``: the request
+    view's states (overlays included). The ``(candidate, state)`` pairs a plugin is
+    asked about are made when asked (:meth:`pairs_of`).
     """
 
-    pairs: list[tuple[Any, Any]]
+    candidates: CandidateList
+    at: list[int] | None
     names: list[str]
     positions: np.ndarray
     direct: np.ndarray
     several: np.ndarray
     states: Any
 
+    def pairs_of(self, rows: Sequence[int]) -> JudgedPairs:
+        """The ``(candidate, state)`` pairs of the judged ``rows``, in their order."""
+        return JudgedPairs(self, rows)
 
-def candidates_of(pairs: list[tuple[Any, Any]], names: list[str], view: KnowledgeView,
-                  service: str) -> Candidates:
-    """The :class:`Candidates` of ``pairs`` (whose host names are ``names``) in ``view``.
 
-    A name the synced view does not hold (an overlay may not add hosts, so none in
-    practice) is asked directly, as a host with several nodes is.
+class JudgedPairs(Sequence[tuple[Candidate, Any]]):
+    """The ``(candidate, state)`` pairs of some judged rows, made when read.
+
+    What a plugin's ``check_all``/``weigh_all`` is given: iterating makes every pair
+    with map() over the columns; a plugin that needs only the length (a weigher that
+    gives every host 0) makes none.
+    """
+
+    __slots__ = ("_judged", "_rows")
+
+    def __init__(self, judged: Candidates, rows: Sequence[int]) -> None:
+        self._judged, self._rows = judged, rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[Candidate, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[Candidate, Any]]: ...
+
+    def __getitem__(self, index: int | slice
+                    ) -> tuple[Candidate, Any] | list[tuple[Candidate, Any]]:
+        if isinstance(index, slice):
+            return list(JudgedPairs(self._judged, self._rows[index]))
+        judged, row = self._judged, self._rows[index]
+        return (judged.candidates[row if judged.at is None else judged.at[row]],
+                judged.states[judged.names[row]])
+
+    def __iter__(self) -> Iterator[tuple[Candidate, Any]]:
+        judged, rows = self._judged, self._rows
+        at = rows if judged.at is None else map(judged.at.__getitem__, rows)
+        return zip(judged.candidates.take(at),
+                   map(judged.states.__getitem__, map(judged.names.__getitem__, rows)),
+                   strict=True)
+
+
+def candidates_of(candidates: CandidateList, view: KnowledgeView, service: str
+                  ) -> Candidates:
+    """The :class:`Candidates` of the request's ``candidates`` that ``view`` knows.
+
+    Found by their positions in the synced view's :class:`HostIndex`: an overlay
+    replaces states but adds and removes no host, so a host the synced view lacks is
+    looked up in ``view`` itself, and one found there (none in practice) is asked
+    directly, as a host with several nodes is.
     """
     index = host_index(view, service)
-    positions = np.fromiter(map(index.positions.get, names, repeat(-1)), np.intp, len(names))
+    states = view.states_for(service)
+    hosts = candidates.hosts
+    positions = np.fromiter(map(index.positions.get, hosts, repeat(-1)), np.intp, len(hosts))
     missing = positions < 0
+    at, names = None, hosts
+    if missing.any():
+        known = ~missing
+        for row in np.flatnonzero(missing).tolist():
+            known[row] = hosts[row] in states
+        if not known.all():
+            at = np.flatnonzero(known).tolist()
+            names, positions, missing = [hosts[i] for i in at], positions[known], missing[known]
     positions[missing] = 0
     several = index.several[positions] | missing
     direct = several.copy()
     if view.overlaid:
         direct |= np.fromiter(map(view.overlaid.__contains__, names), bool, len(names))
-    return Candidates(pairs, names, positions, direct, several, view.states_for(service))
+    return Candidates(candidates, at, names, positions, direct, several, states)
 
 
 def _ask_directly(table: AnswerTable, judged: Candidates, rows: np.ndarray
@@ -307,8 +366,8 @@ def check_memoised(table: AnswerTable, judged: Candidates, rows: np.ndarray,
     codes, ask, kept = _rows_to_ask(table, judged, rows, judged.positions[rows])
     # codes is a copy (numpy's fancy indexing): this call's answers go in it
     if ask:
-        pairs, names = judged.pairs, judged.names
-        fresh = check_all([pairs[row] for row in ask])
+        names = judged.names
+        fresh = check_all(judged.pairs_of(ask))
         answers = [fresh.get(names[row]) for row in ask]
         numbers = list(map(table.number, answers))
         _keep(table, judged, ask, answers, numbers)
@@ -337,8 +396,7 @@ def weigh_memoised(table: AnswerTable, judged: Candidates, rows: np.ndarray,
     _, ask, kept = _rows_to_ask(table, judged, rows, where)
     values, tanh = table.values[where], table.tanh[where]
     if ask:
-        pairs = judged.pairs
-        weights = list(weigh_all([pairs[row] for row in ask]))
+        weights = list(weigh_all(judged.pairs_of(ask)))
         if len(weights) != len(ask):
             raise ValueError(f"{len(weights)} weights for {len(ask)} hosts")
         terms = list(map(math.tanh, weights))

@@ -1,6 +1,6 @@
 """Typed, read-only scheduling requests parsed once from the callers' bodies."""
 
-from cortex.request.base import BadRequest, Candidate, hashable, unwrap
+from cortex.request.base import BadRequest, Candidate, CandidateList, hashable, unwrap
 from cortex.request.cinder import CinderRequest
 from cortex.request.manila import ManilaRequest
 from cortex.request.nova import NovaRequest
@@ -16,5 +16,5 @@ PARSERS = {
     "manila": ManilaRequest.from_body,
 }
 
-__all__ = ["PARSERS", "BadRequest", "Candidate", "CinderRequest", "ManilaRequest",
+__all__ = ["PARSERS", "BadRequest", "Candidate", "CandidateList", "CinderRequest", "ManilaRequest",
            "NovaRequest", "SchedulingRequest", "StorageRequest", "hashable", "unwrap"]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 ENVELOPE_DATA_KEYS = ("nova_object.data", "versioned_object.data")
 EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -74,20 +75,94 @@ class Candidate(NamedTuple):
     weight: float
 
 
-def parse_candidates(body: Mapping[str, Any]) -> tuple[Candidate, ...]:
-    """The caller's hosts in its order, one Candidate per distinct ``host``.
+class CandidateList(Sequence[Candidate]):
+    """The caller's hosts in its order as three columns, read as Candidates.
+
+    ``hosts``: the distinct host names; ``nodes``: per host, the ``hypervisor_hostname``
+    values named for it (a tuple, may be empty); ``weights``: per host, the caller's
+    weight (float). Indexing and iterating give :class:`Candidate` tuples, made when
+    asked: the engine reads the columns, and builds a Candidate only for a host a step
+    has to ask its plugin about (at 10,000 hosts, making every Candidate when the body
+    is parsed took ~2 ms of a call whose steps then asked about none). Equal to another
+    CandidateList or to a tuple of the same Candidates.
+    """
+
+    __slots__ = ("hosts", "nodes", "weights")
+
+    def __init__(self, hosts: list[str], nodes: list[tuple[str, ...]],
+                 weights: list[float]) -> None:
+        if not len(hosts) == len(nodes) == len(weights):
+            raise ValueError("hosts, nodes and weights differ in length")
+        self.hosts, self.nodes, self.weights = hosts, nodes, weights
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    @overload
+    def __getitem__(self, index: int) -> Candidate: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Candidate, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Candidate | tuple[Candidate, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        return Candidate(self.hosts[index], self.nodes[index], self.weights[index])
+
+    def __iter__(self) -> Iterator[Candidate]:
+        # tuple.__new__ makes each Candidate in C, where the class's own __new__ is a
+        # Python call per host (~0.3 µs)
+        return map(tuple.__new__, repeat(Candidate), zip(self.hosts, self.nodes, self.weights,
+                                                         strict=True))
+
+    def take(self, positions: Iterable[int]) -> Iterator[Candidate]:
+        """The Candidates at ``positions`` (ints), in their order."""
+        at = positions if isinstance(positions, list | range) else list(positions)
+        return map(tuple.__new__, repeat(Candidate), zip(
+            map(self.hosts.__getitem__, at), map(self.nodes.__getitem__, at),
+            map(self.weights.__getitem__, at), strict=True))
+
+    def _columns(self) -> tuple[tuple[Any, ...], ...]:
+        return tuple(self.hosts), tuple(self.nodes), tuple(self.weights)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, CandidateList):
+            return self._columns() == other._columns()
+        if isinstance(other, tuple):
+            return tuple(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._columns())
+
+    def __repr__(self) -> str:
+        return f"CandidateList({list(self)!r})"
+
+
+_HOST_OF = operator.itemgetter("host")
+_NODE_OF = operator.itemgetter("hypervisor_hostname")
+_NODE_OR_NONE_OF = operator.methodcaller("get", "hypervisor_hostname")
+
+
+def parse_candidates(body: Mapping[str, Any]) -> CandidateList:
+    """The caller's hosts in its order, one candidate per distinct ``host``.
 
     A host named several times with different nodes (Ironic, VMware clusters) is one
     candidate with all its nodes, at the position of its first entry. Raises
     BadRequest when a host has no weight or a weight names no host (contract table).
+    The columns are read with map() over the entries, not a Python loop per host.
     """
     weights = body["weights"]
     entries = body["hosts"]
-    hosts = [entry["host"] for entry in entries]
+    hosts = list(map(_HOST_OF, entries))
     distinct = dict.fromkeys(hosts)
     if len(distinct) == len(entries):  # the common case: each host named once
-        found: list[tuple[str, ...]] = [
-            (node,) if (node := entry.get("hypervisor_hostname")) else () for entry in entries]
+        try:  # every entry names its node (Nova always does): 4x faster than .get
+            named = list(map(_NODE_OF, entries))
+        except KeyError:
+            named = list(map(_NODE_OR_NONE_OF, entries))
+        found: list[tuple[str, ...]] = (
+            list(zip(named)) if all(named) else [(node,) if node else () for node in named])
     else:
         grouped: dict[str, list[str]] = {}
         for entry in entries:
@@ -102,11 +177,7 @@ def parse_candidates(body: Mapping[str, Any]) -> tuple[Candidate, ...]:
             raise BadRequest(f"hosts without a weight: {', '.join(sorted(missing)[:5])}")
         extra = [h for h in weights if h not in distinct]
         raise BadRequest(f"weights for hosts not in 'hosts': {', '.join(sorted(extra)[:5])}")
-    # tuple.__new__ makes each Candidate in C, where the class's own __new__ is a Python
-    # call per host (~0.3 µs): 10,000 candidates in ~4 ms instead of ~7
-    return tuple(map(tuple.__new__, repeat(Candidate),
-                     zip(hosts, found, map(float, map(weights.__getitem__, hosts)),
-                         strict=True)))
+    return CandidateList(hosts, found, list(map(float, map(weights.__getitem__, hosts))))
 
 
 def context_ids(body: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:

@@ -6,7 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cortex.request.base import Candidate, context_ids, frozen, parse_candidates, strings, unwrap
+from cortex.request.base import (
+    CandidateList,
+    context_ids,
+    frozen,
+    parse_candidates,
+    strings,
+    unwrap,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +43,7 @@ class CinderRequest:
     in Cinder's filter properties, not in the body, so ``size`` is the current size.
     """
 
-    candidates: tuple[Candidate, ...]
+    candidates: CandidateList
     operation: str
     volume_id: str | None
     size: int

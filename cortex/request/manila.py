@@ -6,7 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cortex.request.base import Candidate, context_ids, frozen, parse_candidates, strings, unwrap
+from cortex.request.base import (
+    CandidateList,
+    context_ids,
+    frozen,
+    parse_candidates,
+    strings,
+    unwrap,
+)
 from cortex.request.cinder import StorageType
 
 
@@ -19,7 +26,7 @@ class ManilaRequest:
     ``snapshot_host`` (Manila's own filters already keep compatible pools only).
     """
 
-    candidates: tuple[Candidate, ...]
+    candidates: CandidateList
     share_id: str | None
     size: int
     share_proto: str | None

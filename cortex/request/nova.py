@@ -11,7 +11,7 @@ from typing import Any
 from cortex.request.base import (
     EMPTY,
     BadRequest,
-    Candidate,
+    CandidateList,
     context_ids,
     frozen,
     hashable,
@@ -118,7 +118,7 @@ class NovaRequest:
     or device profile Cortex cannot resolve (the pipeline choice's ``gpu`` condition).
     """
 
-    candidates: tuple[Candidate, ...]
+    candidates: CandidateList
     flavor: Flavor
     image_properties: Mapping[str, Any]
     numa_cells: tuple[NumaCellRequest, ...]

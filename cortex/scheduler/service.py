@@ -22,7 +22,6 @@ serialise; the simulator (:mod:`cortex.simulator`) calls it in process.
 from __future__ import annotations
 
 import logging
-import operator
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -437,11 +436,10 @@ def _decision(request: SchedulingRequest, options: RunOptions, call_id: str | No
     A decision to record gets its id and creation time; its duration runs from
     ``started`` to now.
     """
-    hosts = tuple(map(operator.itemgetter(0), request.candidates))  # Candidate.host
-    weights = map(operator.itemgetter(2), request.candidates)  # Candidate.weight
+    hosts = tuple(request.candidates.hosts)
     return Decision(
         service=request.service, hosts=hosts,
-        weights=MappingProxyType(dict(zip(hosts, weights, strict=True))),
+        weights=MappingProxyType(dict(zip(hosts, request.candidates.weights, strict=True))),
         request_id=request.request_id, global_request_id=request.global_request_id,
         resource_id=request.resource_id, intent=request.intent, api_request_id=call_id,
         simulated=options.simulated, overrides=options.overrides if options.simulated else None,

@@ -4,7 +4,15 @@ import dataclasses
 
 import pytest
 
-from cortex.request import PARSERS, BadRequest, CinderRequest, ManilaRequest, NovaRequest
+from cortex.request import (
+    PARSERS,
+    BadRequest,
+    Candidate,
+    CandidateList,
+    CinderRequest,
+    ManilaRequest,
+    NovaRequest,
+)
 from tests.conftest import FIXTURES, bodies, load_body
 from tests.fakes import nova, nova_body
 
@@ -87,6 +95,31 @@ def test_duplicate_host_entries_merge_into_one_candidate():
     request = NovaRequest.from_body(body)
     assert [c.host for c in request.candidates] == ["a", "b"]
     assert request.candidates[0].nodes == ("a.cloud.example", "a-second")
+
+
+def test_candidates_read_as_columns_and_as_candidate_tuples():
+    body = nova_body(hosts=["a", "b", "c"])
+    body["hosts"][1].pop("hypervisor_hostname")          # Cinder and Manila name no node
+    body["hosts"][2]["hypervisor_hostname"] = ""
+    body["weights"] = {"a": 2, "b": -1.5, "c": 0}
+    candidates = NovaRequest.from_body(body).candidates
+    assert candidates.hosts == ["a", "b", "c"]
+    assert candidates.nodes == [("a.cloud.example",), (), ()]
+    assert candidates.weights == [2.0, -1.5, 0.0]
+    assert all(type(w) is float for w in candidates.weights)
+    expected = (Candidate("a", ("a.cloud.example",), 2.0), Candidate("b", (), -1.5),
+                Candidate("c", (), 0.0))
+    assert tuple(candidates) == expected and candidates == expected
+    assert candidates[1] == expected[1] and candidates[-1] == expected[2]
+    assert candidates[1:] == expected[1:] and len(candidates) == 3
+    assert list(candidates.take([2, 0])) == [expected[2], expected[0]]
+    assert type(candidates[0]) is Candidate and candidates[0].host == "a"
+    assert candidates == NovaRequest.from_body(body).candidates
+    assert hash(candidates) == hash(NovaRequest.from_body(body).candidates)
+    body["weights"]["a"] = 3
+    assert candidates != NovaRequest.from_body(body).candidates
+    with pytest.raises(ValueError, match="differ in length"):
+        CandidateList(["a"], [], [1.0])
 
 
 @pytest.mark.parametrize("change, message", [

@@ -244,14 +244,14 @@ def test_two_calls_filling_one_table_at_once_count_its_answers_once():
     import numpy as np
 
     from cortex.pipeline.memo import UNKNOWN, AnswerStore, candidates_of, check_memoised
-    from cortex.request import Candidate
+    from cortex.request import CandidateList
 
     store = AnswerStore(limit=1000)
     names = [f"h{i}" for i in range(20)]
     synced = view(*[host(name) for name in names])
     table = store.table(("step", "nova", ()), len(names))
-    judged = candidates_of([(Candidate(n, (), 0.0), synced.hosts[n]) for n in names], names,
-                           synced, "nova")
+    candidates = CandidateList(names, [()] * len(names), [0.0] * len(names))
+    judged = candidates_of(candidates, synced, "nova")
     both = threading.Barrier(2)
     answers = []
 
@@ -313,3 +313,25 @@ def test_kept_answers_equal_fresh_ones_for_many_hosts():
         assert list(got.steps[0].removed.items()) == list(want.steps[0].removed.items())
         assert got.steps[1].values == want.steps[1].values and got.hosts == want.hosts
         assert got.weights == want.weights       # kept tanh terms: the same floats
+
+
+def test_judged_pairs_are_the_known_candidates_with_their_states():
+    from cortex.pipeline.memo import candidates_of
+    from cortex.request import Candidate, CandidateList
+
+    synced = view(*[host(name) for name in ("h0", "h1", "h2", "h3")])
+    candidates = CandidateList(["h3", "gone", "h1", "h0"], [("n3",), (), (), ("n0",)],
+                               [0.5, 1.0, -1.0, 2.0])
+    judged = candidates_of(candidates, synced, "nova")
+    assert judged.at == [0, 2, 3] and judged.names == ["h3", "h1", "h0"]  # "gone" unknown
+    pairs = judged.pairs_of([2, 0])
+    expected = [(Candidate("h0", ("n0",), 2.0), synced.hosts["h0"]),
+                (Candidate("h3", ("n3",), 0.5), synced.hosts["h3"])]
+    assert len(pairs) == 2 and list(pairs) == expected
+    assert pairs[1] == expected[1] and pairs[-2] == expected[0] and pairs[1:] == expected[1:]
+    assert list(judged.pairs_of([1])) == [(Candidate("h1", (), -1.0), synced.hosts["h1"])]
+    everything = candidates_of(CandidateList(["h2", "h0"], [(), ()], [0.0, 0.0]), synced,
+                               "nova")
+    assert everything.at is None and everything.positions.tolist() == [2, 0]
+    assert [(c.host, s) for c, s in everything.pairs_of(range(2))] == [
+        ("h2", synced.hosts["h2"]), ("h0", synced.hosts["h0"])]
