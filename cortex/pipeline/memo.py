@@ -223,10 +223,22 @@ class Candidates:
     direct: np.ndarray
     several: np.ndarray
     states: Any
+    _at: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def pairs_of(self, rows: Sequence[int]) -> JudgedPairs:
         """The ``(candidate, state)`` pairs of the judged ``rows``, in their order."""
         return JudgedPairs(self, rows)
+
+    def columns_at(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(view positions, direct flags, direct rows)`` of ``rows`` (ascending).
+
+        Kept while the steps judge the very same array: a filter that removes nothing
+        hands its rows on, and the weighers all judge one array.
+        """
+        if self._at is None or self._at[0] is not rows:
+            direct = self.direct[rows]
+            self._at = (rows, self.positions[rows], direct, rows[direct])
+        return self._at[1], self._at[2], self._at[3]
 
 
 class JudgedPairs(Sequence[tuple[Candidate, Any]]):
@@ -292,8 +304,10 @@ def candidates_of(candidates: CandidateList, view: KnowledgeView, service: str
     positions[missing] = 0
     several = index.several[positions] | missing
     direct = several.copy()
-    if view.overlaid:
-        direct |= np.fromiter(map(view.overlaid.__contains__, names), bool, len(names))
+    if view.overlaid:  # by position: the overlaid hosts are few, the candidates many
+        changed = np.fromiter(map(index.positions.get, view.overlaid, repeat(-1)), np.intp,
+                              len(view.overlaid))
+        direct |= np.isin(positions, changed[changed >= 0])
     return Candidates(candidates, at, names, positions, direct, several, states)
 
 
@@ -316,16 +330,13 @@ def _ask_directly(table: AnswerTable, judged: Candidates, rows: np.ndarray
     return ask, kept
 
 
-def _rows_to_ask(table: AnswerTable, judged: Candidates, rows: np.ndarray, where: np.ndarray
+def _rows_to_ask(table: AnswerTable, judged: Candidates, rows: np.ndarray
                  ) -> tuple[np.ndarray, list[int], dict[int, Any]]:
-    """Of ``rows``: ``(their codes, rows to ask, direct rows' kept answers)``.
-
-    ``rows`` ascending, ``where`` their positions in the synced view.
-    """
+    """Of ``rows`` (ascending): ``(their codes, rows to ask, direct rows' kept answers)``."""
+    where, direct, direct_rows = judged.columns_at(rows)
     codes = table.codes[where]
-    direct = judged.direct[rows]
     unknown = rows[(codes == UNKNOWN) & ~direct]
-    ask, kept = _ask_directly(table, judged, rows[direct]) if direct.any() else ([], {})
+    ask, kept = _ask_directly(table, judged, direct_rows) if len(direct_rows) else ([], {})
     if ask:
         return codes, sorted([*unknown.tolist(), *ask]), kept
     return codes, unknown.tolist(), kept
@@ -363,7 +374,7 @@ def check_memoised(table: AnswerTable, judged: Candidates, rows: np.ndarray,
     Returns ``(removed, failing)``: host -> reason in the rows' order, and a bool per
     row, whether it fails.
     """
-    codes, ask, kept = _rows_to_ask(table, judged, rows, judged.positions[rows])
+    codes, ask, kept = _rows_to_ask(table, judged, rows)
     # codes is a copy (numpy's fancy indexing): this call's answers go in it
     if ask:
         names = judged.names
@@ -392,8 +403,8 @@ def weigh_memoised(table: AnswerTable, judged: Candidates, rows: np.ndarray,
     asked about.
     """
     assert table.values is not None and table.tanh is not None
-    where = judged.positions[rows]
-    _, ask, kept = _rows_to_ask(table, judged, rows, where)
+    _, ask, kept = _rows_to_ask(table, judged, rows)
+    where = judged.columns_at(rows)[0]
     values, tanh = table.values[where], table.tanh[where]
     if ask:
         weights = list(weigh_all(judged.pairs_of(ask)))

@@ -53,6 +53,18 @@ def test_every_bundled_body_gets_a_valid_ranking(client, service, path):
     assert response.headers["x-cortex-decision-id"]
 
 
+@pytest.mark.parametrize("hosts", [["cmp0001", "cmp0000"], ["h\u00e9te"], [], ["a\ud800"]])
+def test_the_answer_reads_as_flasks_jsonify_writes_it(hosts):
+    from flask import Flask, jsonify
+
+    from cortex.api.scheduler import answer
+
+    with Flask("t").app_context():
+        ours, flasks = answer(hosts), jsonify(hosts=hosts)
+        assert ours.mimetype == "application/json" and ours.data.endswith(b"\n")
+        assert json.loads(ours.data) == json.loads(flasks.data) == {"hosts": hosts}
+
+
 @pytest.mark.parametrize("fixture, survivors", [
     ("nova/force-and-ignore-hosts", {"cmp0002", "cmp0004"}),
     ("nova/gpu-8xh100-full-node", {"cmp0000"}),
