@@ -29,6 +29,7 @@ weigher's raw weights are clamped to its bounds and normalised over the judged h
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -310,14 +311,15 @@ class Decision:
 
     # -- JSON forms ----------------------------------------------------------------------
 
-    def _call(self) -> dict[str, Any]:
-        """The call's fields shared by both JSON forms (weights as a map)."""
+    def _call(self, weights: dict[str, float] | list[float] | None = None) -> dict[str, Any]:
+        """The call's fields shared by both JSON forms (``weights``: default, as a map)."""
         fields: dict[str, Any] = {"service": self.service}
         if self.simulated:
             fields.update(simulated=True, overrides=self.overrides or {})
         fields.update(request_id=self.request_id, global_request_id=self.global_request_id,
                       resource_id=self.resource_id, intent=self.intent,
-                      hosts=list(self.hosts), weights=dict(self.weights))
+                      hosts=list(self.hosts),
+                      weights=dict(self.weights) if weights is None else weights)
         if self.pipeline is not None:
             fields["pipeline"] = self.pipeline
         if self.weighing != "cortex":
@@ -333,10 +335,12 @@ class Decision:
 
     def as_record(self) -> dict[str, Any]:
         """The stored record (the ``record`` column; see the module docstring)."""
-        record = self._call()
+        weights = None  # a map, unless the weights follow the hosts' order (then a list)
+        if self.result is not None and len(self.weights) == len(self.hosts) \
+                and all(map(operator.eq, self.weights, self.hosts)):
+            weights = list(self.weights.values())
+        record = self._call(weights)
         if self.result is not None:
-            if list(self.weights) == list(self.hosts):
-                record["weights"] = list(self.weights.values())
             record.update(result=list(self.result), unknown_hosts=list(self.unknown_hosts),
                           knowledge_version=self.knowledge_version, format=COMPACT_FORMAT,
                           weighed=list(self.weighed),
