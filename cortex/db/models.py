@@ -195,7 +195,7 @@ class Decision(Base):
     intent: Mapped[str | None] = mapped_column(String(32))
     outcome: Mapped[str] = mapped_column(String(32), nullable=False)
     duration_ms: Mapped[float] = mapped_column(Float, nullable=False)
-    record: Mapped[dict] = mapped_column(JSONType, nullable=False)
+    record: Mapped[dict] = mapped_column(JSON, nullable=False)
 
 
 class HostTopology(Base):

@@ -7,6 +7,7 @@ Decisions are :class:`cortex.decision.Decision`; each is stored as its table row
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import queue
@@ -16,7 +17,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, insert, select, text
+from sqlalchemy import Engine, Text, bindparam, cast, delete, func, insert, select, text
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from cortex.db.engine import NO_WAIT_FOR_FLUSH
@@ -24,6 +26,11 @@ from cortex.db.models import Decision as DecisionRow
 from cortex.db.models import GpuDemand
 from cortex.decision import Decision, damaged_decision
 from cortex.store.demand import DemandStore, demand_row
+
+try:  # the ``fast`` extra
+    import orjson
+except ImportError:  # pragma: no cover - exercised where orjson is not installed
+    orjson = None
 
 LOG = logging.getLogger(__name__)
 _STOP = object()
@@ -228,11 +235,19 @@ class DecisionWriter:
         self._insert_rows([item.as_row() for item in batch], _demand_rows(batch))
 
     def _insert_rows(self, rows: list[dict[str, Any]], demand: list[dict[str, Any]]) -> None:
-        """One transaction inserting ``rows`` of the decisions table and ``demand`` rows."""
+        """One transaction inserting ``rows`` of the decisions table and ``demand`` rows.
+
+        On PostgreSQL each record goes in as the text :func:`record_text` writes (its
+        ``json`` column keeps the text as sent).
+        """
         with self._engine.begin() as connection:
             if connection.dialect.name == "postgresql":
                 connection.execute(_NO_WAIT_FOR_FLUSH)
-            connection.execute(insert(DecisionRow), rows)
+                connection.execute(_INSERT_AS_TEXT, [
+                    {k: v for k, v in row.items() if k != "record"}
+                    | {"record_text": record_text(row["record"])} for row in rows])
+            else:
+                connection.execute(insert(DecisionRow), rows)
             if demand:
                 connection.execute(insert(GpuDemand), demand)
 
@@ -242,6 +257,31 @@ class DecisionWriter:
         for _ in range(count):
             self._on_drop()
         LOG.error("%s", message)
+
+
+#: PostgreSQL: a decision row whose record is given as JSON text (``record_text``).
+_INSERT_AS_TEXT = insert(DecisionRow).values(
+    record=cast(bindparam("record_text", type_=Text), postgresql.JSON))
+
+
+def record_text(record: dict[str, Any]) -> str:
+    r"""The JSON text of a decision ``record``, as its PostgreSQL ``json`` column keeps it.
+
+    Written by orjson where installed, else (and for what orjson refuses) by the
+    standard library. A non-finite float becomes null with orjson; the standard library
+    writes ``NaN``, which PostgreSQL refuses. NUL is written as ``\u0000``, which
+    ``json`` keeps. ValueError for a lone surrogate (not UTF-8: it would not read back):
+    the writer then stores the record as :func:`storable` makes it, as it does any
+    record the database refuses.
+    """
+    if orjson is not None:
+        try:
+            return orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS).decode()
+        except TypeError:
+            pass
+    text = json.dumps(record, ensure_ascii=False)
+    text.encode()  # UnicodeEncodeError (a ValueError) for a lone surrogate
+    return text
 
 
 def _demand_rows(batch: list[Decision]) -> list[dict[str, Any]]:
