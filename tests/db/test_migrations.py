@@ -23,29 +23,21 @@ def test_models_match_migrations(engine):
     assert diff == []
 
 
-def test_decision_records_are_json_text_on_postgresql(engine):
+#: ``decisions.record``'s type and compression method (``l``: LZ4; empty: the default).
+_RECORD_COLUMN = text("SELECT format_type(atttypid, atttypmod), attcompression "
+                      "FROM pg_attribute WHERE attrelid = 'decisions'::regclass "
+                      "AND attname = 'record'")
+_HAS_LZ4 = text("SELECT 'lz4' = ANY(enumvals) FROM pg_settings "
+                "WHERE name = 'default_toast_compression'")
+
+
+def test_decision_records_are_json_text_with_lz4_where_the_server_has_it(engine):
     if engine.dialect.name != "postgresql":
         assert migrate.current_revision(engine) == migrate.head_revision()  # nothing to set
         return
     with engine.connect() as connection:
-        kind = connection.execute(text(
-            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
-            "WHERE attrelid = 'decisions'::regclass AND attname = 'record'")).scalar()
-    assert kind == "json"
-
-
-def test_decision_records_use_lz4_where_the_server_has_it(engine):
-    if engine.dialect.name != "postgresql":
-        assert migrate.current_revision(engine) == migrate.head_revision()  # nothing to set
-        return
-    with engine.connect() as connection:
-        has_lz4 = connection.execute(text(
-            "SELECT 'lz4' = ANY(enumvals) FROM pg_settings "
-            "WHERE name = 'default_toast_compression'")).scalar()
-        method = connection.execute(text(
-            "SELECT attcompression FROM pg_attribute WHERE attrelid = 'decisions'::regclass "
-            "AND attname = 'record'")).scalar()
-    assert method == ("l" if has_lz4 else "")
+        compressed = "l" if connection.execute(_HAS_LZ4).scalar() else ""
+        assert tuple(connection.execute(_RECORD_COLUMN).one()) == ("json", compressed)
 
 
 def test_revision_0014_turns_records_into_json_and_back(empty_database_url):
@@ -57,10 +49,6 @@ def test_revision_0014_turns_records_into_json_and_back(empty_database_url):
     if engine.dialect.name != "postgresql":
         engine.dispose()
         return
-    kind = text("SELECT format_type(atttypid, atttypmod), attcompression FROM pg_attribute "
-                "WHERE attrelid = 'decisions'::regclass AND attname = 'record'")
-    lz4 = text("SELECT 'lz4' = ANY(enumvals) FROM pg_settings "
-               "WHERE name = 'default_toast_compression'")
     try:
         migrate.upgrade(engine)
         with engine.begin() as connection:
@@ -68,19 +56,19 @@ def test_revision_0014_turns_records_into_json_and_back(empty_database_url):
                 "INSERT INTO decisions (id, created_at, service, outcome, duration_ms, record) "
                 "VALUES ('d1', now(), 'nova', 'ok', 1.0, "
                 "'{\"detail\": \"x\\u0000y\", \"hosts\": [\"a\"]}'::json)"))
-            compressed = "l" if connection.execute(lz4).scalar() else ""
-            assert tuple(connection.execute(kind).one()) == ("json", compressed)
+            compressed = "l" if connection.execute(_HAS_LZ4).scalar() else ""
+            assert tuple(connection.execute(_RECORD_COLUMN).one()) == ("json", compressed)
         cfg = migrate.alembic_config(engine.url.render_as_string(hide_password=False))
         with engine.begin() as connection:
             cfg.attributes["connection"] = connection
             command.downgrade(cfg, "0013")
         with engine.connect() as connection:
-            assert tuple(connection.execute(kind).one()) == ("jsonb", compressed)
+            assert tuple(connection.execute(_RECORD_COLUMN).one()) == ("jsonb", compressed)
             record = connection.execute(text("SELECT record FROM decisions")).scalar()
         assert record == {"detail": "x\ufffdy", "hosts": ["a"]}  # jsonb cannot hold NUL
         migrate.upgrade(engine)
         with engine.connect() as connection:
-            assert tuple(connection.execute(kind).one()) == ("json", compressed)
+            assert tuple(connection.execute(_RECORD_COLUMN).one()) == ("json", compressed)
             assert connection.execute(text("SELECT record FROM decisions")).scalar() == record
     finally:
         engine.dispose()
