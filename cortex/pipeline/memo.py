@@ -218,7 +218,7 @@ class Candidates:
 
     candidates: CandidateList
     at: list[int] | None
-    names: list[str]
+    names: Sequence[str]
     positions: np.ndarray
     direct: np.ndarray
     several: np.ndarray
@@ -293,7 +293,8 @@ def candidates_of(candidates: CandidateList, view: KnowledgeView, service: str
     hosts = candidates.hosts
     positions = np.fromiter(map(index.positions.get, hosts, repeat(-1)), np.intp, len(hosts))
     missing = positions < 0
-    at, names = None, hosts
+    at: list[int] | None = None
+    names: Sequence[str] = hosts
     if missing.any():
         known = ~missing
         for row in np.flatnonzero(missing).tolist():

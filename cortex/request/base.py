@@ -80,7 +80,8 @@ class CandidateList(Sequence[Candidate]):
 
     ``hosts``: the distinct host names; ``nodes``: per host, the ``hypervisor_hostname``
     values named for it (a tuple, may be empty); ``weights``: per host, the caller's
-    weight (float). Indexing and iterating give :class:`Candidate` tuples, made when
+    weight (float); each column a tuple, read-only as the request is. Indexing and
+    iterating give :class:`Candidate` tuples, made when
     asked: the engine reads the columns, and builds a Candidate only for a host a step
     has to ask its plugin about (at 10,000 hosts, making every Candidate when the body
     is parsed took ~2 ms of a call whose steps then asked about none). Equal to another
@@ -89,11 +90,13 @@ class CandidateList(Sequence[Candidate]):
 
     __slots__ = ("hosts", "nodes", "weights")
 
-    def __init__(self, hosts: list[str], nodes: list[tuple[str, ...]],
-                 weights: list[float]) -> None:
+    def __init__(self, hosts: Sequence[str], nodes: Sequence[tuple[str, ...]],
+                 weights: Sequence[float]) -> None:
         if not len(hosts) == len(nodes) == len(weights):
             raise ValueError("hosts, nodes and weights differ in length")
-        self.hosts, self.nodes, self.weights = hosts, nodes, weights
+        self.hosts: tuple[str, ...] = tuple(hosts)
+        self.nodes: tuple[tuple[str, ...], ...] = tuple(nodes)
+        self.weights: tuple[float, ...] = tuple(weights)
 
     def __len__(self) -> int:
         return len(self.hosts)
@@ -123,7 +126,7 @@ class CandidateList(Sequence[Candidate]):
             map(self.weights.__getitem__, at), strict=True))
 
     def _columns(self) -> tuple[tuple[Any, ...], ...]:
-        return tuple(self.hosts), tuple(self.nodes), tuple(self.weights)
+        return self.hosts, self.nodes, self.weights
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, CandidateList):

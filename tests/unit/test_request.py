@@ -103,9 +103,9 @@ def test_candidates_read_as_columns_and_as_candidate_tuples():
     body["hosts"][2]["hypervisor_hostname"] = ""
     body["weights"] = {"a": 2, "b": -1.5, "c": 0}
     candidates = NovaRequest.from_body(body).candidates
-    assert candidates.hosts == ["a", "b", "c"]
-    assert candidates.nodes == [("a.cloud.example",), (), ()]
-    assert candidates.weights == [2.0, -1.5, 0.0]
+    assert candidates.hosts == ("a", "b", "c")
+    assert candidates.nodes == (("a.cloud.example",), (), ())
+    assert candidates.weights == (2.0, -1.5, 0.0)
     assert all(type(w) is float for w in candidates.weights)
     expected = (Candidate("a", ("a.cloud.example",), 2.0), Candidate("b", (), -1.5),
                 Candidate("c", (), 0.0))
