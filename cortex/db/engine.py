@@ -110,7 +110,7 @@ def make_engine(url: str, connect_timeout: int = 3, limits: ConnectionLimits | N
     return engine
 
 
-def dumps_json(value: Any) -> str:
+def dumps_json(value: Any, utf8_only: bool = False) -> str:
     """The JSON text of ``value`` for JSON/JSONB columns.
 
     With orjson installed (the ``fast`` extra) it writes the text: a decision record of
@@ -119,13 +119,20 @@ def dumps_json(value: Any) -> str:
     interpreter with the requests. The standard library writes what orjson refuses
     (other types, huge integers), so every value either can write is written; the one
     difference, a non-finite float (not JSON; PostgreSQL rejects it), becomes ``null``.
+    ``utf8_only``: ValueError (UnicodeEncodeError) for a string holding a lone surrogate,
+    which the standard library would otherwise write as an escape that orjson cannot
+    read back (for a ``json`` column, which keeps the text as sent).
     """
     if orjson is not None:
         try:
             return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
         except TypeError:
             pass
-    return json.dumps(value)
+    if not utf8_only:
+        return json.dumps(value)
+    text = json.dumps(value, ensure_ascii=False)
+    text.encode()  # UnicodeEncodeError for a lone surrogate
+    return text
 
 
 def loads_json(data: Any) -> Any:

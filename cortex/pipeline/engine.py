@@ -126,8 +126,8 @@ class _Run:
     The request, its view, the candidates the view knows as columns
     (:class:`memo.Candidates`), the view's answer store (None: nothing memoised) and the
     pipeline's weighing. A step judges ``rows``: the ascending positions of the hosts
-    still alive among ``judged.pairs``; the pairs and names of the last rows asked for
-    are kept while the rows are the same array.
+    still alive among ``judged.names``; the names of the last rows asked for are kept
+    while the rows are the same array (the pairs are made when a plugin reads them).
     """
 
     request: SchedulingRequest
@@ -135,14 +135,11 @@ class _Run:
     judged: memo.Candidates
     answers: memo.AnswerStore | None
     weighing: str = "cortex"
-    _pairs: tuple[np.ndarray, memo.JudgedPairs] | None = None
     _names: tuple[np.ndarray, list[str]] | None = None
 
     def pairs_of(self, rows: np.ndarray) -> memo.JudgedPairs:
         """The ``(candidate, state)`` pairs of ``rows``, in their order (made when read)."""
-        if self._pairs is None or self._pairs[0] is not rows:
-            self._pairs = (rows, self.judged.pairs_of(rows.tolist()))
-        return self._pairs[1]
+        return self.judged.pairs_of(rows.tolist())
 
     def names_of(self, rows: np.ndarray) -> list[str]:
         """The host names of ``rows``, in their order."""

@@ -7,7 +7,6 @@ Decisions are :class:`cortex.decision.Decision`; each is stored as its table row
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import queue
@@ -21,16 +20,11 @@ from sqlalchemy import Engine, Text, bindparam, cast, delete, func, insert, sele
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from cortex.db.engine import NO_WAIT_FOR_FLUSH
+from cortex.db.engine import NO_WAIT_FOR_FLUSH, dumps_json
 from cortex.db.models import Decision as DecisionRow
 from cortex.db.models import GpuDemand
 from cortex.decision import Decision, damaged_decision
 from cortex.store.demand import DemandStore, demand_row
-
-try:  # the ``fast`` extra
-    import orjson
-except ImportError:  # pragma: no cover - exercised where orjson is not installed
-    orjson = None
 
 LOG = logging.getLogger(__name__)
 _STOP = object()
@@ -267,21 +261,13 @@ _INSERT_AS_TEXT = insert(DecisionRow).values(
 def record_text(record: dict[str, Any]) -> str:
     r"""The JSON text of a decision ``record``, as its PostgreSQL ``json`` column keeps it.
 
-    Written by orjson where installed, else (and for what orjson refuses) by the
-    standard library. A non-finite float becomes null with orjson; the standard library
-    writes ``NaN``, which PostgreSQL refuses. NUL is written as ``\u0000``, which
-    ``json`` keeps. ValueError for a lone surrogate (not UTF-8: it would not read back):
-    the writer then stores the record as :func:`storable` makes it, as it does any
-    record the database refuses.
+    :func:`cortex.db.engine.dumps_json`, UTF-8 only. A non-finite float becomes null
+    with orjson; the standard library writes ``NaN``, which PostgreSQL refuses. NUL is
+    written as ``\u0000``, which ``json`` keeps. ValueError for a lone surrogate (it
+    would not read back): the writer then stores the record as :func:`storable` makes
+    it, as it does any record the database refuses.
     """
-    if orjson is not None:
-        try:
-            return orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS).decode()
-        except TypeError:
-            pass
-    text = json.dumps(record, ensure_ascii=False)
-    text.encode()  # UnicodeEncodeError (a ValueError) for a lone surrogate
-    return text
+    return dumps_json(record, utf8_only=True)
 
 
 def _demand_rows(batch: list[Decision]) -> list[dict[str, Any]]:

@@ -20,3 +20,12 @@ def test_reads_back_as_the_standard_library_writes(value):
 def test_what_orjson_refuses_the_standard_library_writes():
     huge = 2**70  # beyond orjson's 64-bit integers
     assert json.loads(dumps_json({"n": huge})) == {"n": huge}
+
+
+def test_utf8_only_refuses_a_lone_surrogate_and_writes_the_rest():
+    assert json.loads(dumps_json({"h": "a\ud800"})) == {"h": "a\ud800"}  # an escape
+    with pytest.raises(ValueError):
+        dumps_json({"h": "a\ud800"}, utf8_only=True)
+    huge = 2**70
+    assert json.loads(dumps_json({"n": huge, "x": "\x00é"}, utf8_only=True)) == {
+        "n": huge, "x": "\x00é"}
