@@ -9,7 +9,7 @@ from typing import Any
 from flask import g, request
 
 from cortex.api.errors import ApiError
-from cortex.jsontext import may_hold_big_integer
+from cortex.jsontext import count_colons, may_hold_big_integer, may_hold_unnamable
 
 try:  # the ``fast`` extra
     import orjson
@@ -63,11 +63,12 @@ def parse_exactly(data: bytes) -> Any:
     surrogate, UTF-16) goes to the standard library too, which words the refusal. Every
     number orjson accepts is finite.
     """
-    if orjson is None or b"\\u003" in data or may_hold_big_integer(data):
+    # the backslash first: one byte is found ~30x faster than the escape
+    if orjson is None or b"\\" in data and b"\\u003" in data or may_hold_big_integer(data):
         return _UNSURE
     try:
         body = orjson.loads(data)
-        if orjson.dumps(body).count(b":") == data.count(b":"):
+        if count_colons(orjson.dumps(body)) == count_colons(data):
             return body
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         pass
@@ -81,11 +82,14 @@ def read_json_body() -> Any:
     request, by :class:`cortex.api.guard.BodyGuard`, chunked bodies included. Every
     number is looked at as it is parsed: ``g.finite_numbers`` says that none is beyond a
     double's range (``1e999``, an integer of 2**1024 or more), which spares the schema
-    check a walk over the whole document (:meth:`cortex.api.schema.RequestValidator.errors`).
+    check a walk over the whole document; ``g.plain_names`` that no string can hold a
+    control character or a lone surrogate (:func:`cortex.jsontext.may_hold_unnamable`),
+    which spares it the names' pattern (:meth:`cortex.api.schema.RequestValidator.errors`).
     """
     if request.mimetype != "application/json" and not request.mimetype.endswith("+json"):
         raise ApiError(415, f"Content-Type must be application/json, not {request.mimetype!r}")
     data = request.get_data(cache=False)
+    g.plain_names = not may_hold_unnamable(data)
     body = parse_exactly(data)
     if body is not _UNSURE:
         g.finite_numbers = True

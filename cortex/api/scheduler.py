@@ -25,7 +25,8 @@ except ImportError:  # pragma: no cover - exercised where orjson is not installe
 
 def parse(services: Any, service: str, body: Any) -> SchedulingRequest:
     """The typed request of a body; ApiError 400 for a body the schema or parser refuses."""
-    errors = services.validator.errors(service, body, g.get("finite_numbers", False))
+    errors = services.validator.errors(service, body, g.get("finite_numbers", False),
+                                       g.get("plain_names", False))
     if errors:
         raise ApiError(400, "; ".join(errors))
     try:

@@ -10,7 +10,14 @@ from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-from cortex.api.schema import MAX_MESSAGES, SERVICES, RequestValidator, load_openapi
+from cortex.api.schema import (
+    MAX_MESSAGES,
+    SERVICES,
+    RequestValidator,
+    load_openapi,
+    without_control_patterns,
+)
+from cortex.jsontext import may_hold_unnamable
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 FIXTURE_FILES = [
@@ -615,6 +622,12 @@ def _verdicts(validator, service, body):
     return fast_ok, slow_ok
 
 
+def _plain_verdict(validator, service, body):
+    """The control-free check's verdict, where the body's text allows it (else None)."""
+    text = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return None if may_hold_unnamable(text) else validator._fast_plain[service](body)
+
+
 @pytest.mark.parametrize(
     ("service", "name", "mutate"),
     [pytest.param(c[1], c[2], c[3], id=c[0]) for c in REJECTED + TOLERATED],
@@ -624,9 +637,43 @@ def test_fast_path_agrees_with_jsonschema(validator, service, name, mutate):
     mutate(body)
     fast_ok, slow_ok = _verdicts(validator, service, body)
     assert fast_ok == slow_ok
+    assert _plain_verdict(validator, service, body) in (None, slow_ok)
 
 
 @pytest.mark.parametrize(("service", "path"), FIXTURE_FILES)
 def test_fast_path_accepts_every_fixture(validator, service, path):
     body = json.loads(path.read_text())
     assert _verdicts(validator, service, body) == (True, True)
+    assert _plain_verdict(validator, service, body) is True
+
+
+@pytest.mark.parametrize("bad", ["\x00", "\x1b", "\x7f", "\x85", "\x9f"])
+@pytest.mark.parametrize("place", ["host", "hypervisor_hostname", "weight key"])
+def test_the_plain_names_check_is_only_for_plain_names_bodies(validator, bad, place):
+    # the names' pattern is what refuses these; the control-free check has none
+    body = fixture_body("nova", "gpu-2xh100-pinned")
+    host = body["hosts"][0]["host"]
+    if place == "hypervisor_hostname":
+        body["hosts"][0][place] = f"node{bad}"
+    else:
+        body["weights"][f"{host}{bad}"] = body["weights"].pop(host)
+        if place == "host":
+            body["hosts"][0]["host"] = f"{host}{bad}"
+    assert _verdicts(validator, "nova", body) == (False, False)
+    assert validator._fast_plain["nova"](body)
+    assert _plain_verdict(validator, "nova", body) is None
+    assert validator.errors("nova", body, plain_names=False)
+
+
+def test_without_control_patterns_drops_only_the_control_patterns(document):
+    schemas = document["components"]["schemas"]
+    plain = without_control_patterns(schemas)
+    assert plain["Name"] == {k: v for k, v in schemas["Name"].items() if k != "pattern"}
+    assert plain["Name"]["minLength"] == 1
+    assert "pattern" not in plain["NameOrEmpty"] and "minLength" not in plain["NameOrEmpty"]
+    assert schemas["Name"]["pattern"] == "^[^\\x00-\\x1f\\x7f-\\x9f]+$"  # a copy
+    kept = {"type": "string", "pattern": "^[0-9a-f]{4}$",
+            "enum": [{"pattern": "^[^\\x00-\\x1f\\x7f-\\x9f]+$"}]}
+    assert without_control_patterns(kept) == kept
+    grown = {"type": "string", "minLength": 3, "pattern": "^[^\\x00-\\x1f\\x7f-\\x9f]+$"}
+    assert without_control_patterns(grown) == {"type": "string", "minLength": 3}
