@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from cortex.decision import StepResult, final_weight_array
+from cortex.decision import HostWeights, StepResult, final_weight_array
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline import memo
 from cortex.pipeline.config import Pipeline, Step
@@ -63,7 +63,7 @@ class PipelineResult:
     hosts: list[str]
     steps: list[StepResult]
     unknown_hosts: list[str]
-    weights: dict[str, float]
+    weights: Mapping[str, float]
     weighed: list[str] = field(default_factory=list)
     weighing: str = "cortex"
 
@@ -109,7 +109,7 @@ def run_pipeline(pipeline: Pipeline, request: SchedulingRequest, view: Knowledge
             tanh.append(taken)
     weights = caller[rows]
     sums = final_weight_array(weights, weighers, pipeline.weighing, tanh)
-    final = dict(zip(names, sums.tolist(), strict=True))
+    final = HostWeights(names, sums.tolist())
     # by final weight, then caller weight, both highest first; lexsort is stable and
     # the rows are in the caller's order, so equal keys keep it
     hosts = list(map(names.__getitem__, np.lexsort((-weights, -sums)).tolist()))

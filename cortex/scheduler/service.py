@@ -30,7 +30,7 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from cortex.db import guard
-from cortex.decision import EMPTY, Decision
+from cortex.decision import EMPTY, Decision, HostWeights
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeUnavailable
 from cortex.knowledge.commitments import counted_holds
@@ -243,7 +243,9 @@ class SchedulerService:
             request, options, call_id, started, record, pipeline=name,
             result=tuple(result.hosts), unknown_hosts=tuple(result.unknown_hosts),
             steps=tuple(result.steps), weighed=tuple(result.weighed),
-            final_weights=MappingProxyType(result.weights), weighing=result.weighing,
+            final_weights=(result.weights if isinstance(result.weights, HostWeights)
+                           else MappingProxyType(result.weights)),
+            weighing=result.weighing,
             knowledge_version=view.version, demand=demand,
             status=200, outcome="simulated" if options.simulated else "ok")
         if live:
@@ -439,7 +441,7 @@ def _decision(request: SchedulingRequest, options: RunOptions, call_id: str | No
     hosts = tuple(request.candidates.hosts)
     return Decision(
         service=request.service, hosts=hosts,
-        weights=MappingProxyType(dict(zip(hosts, request.candidates.weights, strict=True))),
+        weights=HostWeights(hosts, request.candidates.weights),
         request_id=request.request_id, global_request_id=request.global_request_id,
         resource_id=request.resource_id, intent=request.intent, api_request_id=call_id,
         simulated=options.simulated, overrides=options.overrides if options.simulated else None,
