@@ -88,15 +88,41 @@ class CandidateList(Sequence[Candidate]):
     CandidateList or to a tuple of the same Candidates.
     """
 
-    __slots__ = ("hosts", "nodes", "weights")
+    __slots__ = ("_named", "_nodes", "hosts", "weights")
 
     def __init__(self, hosts: Sequence[str], nodes: Sequence[tuple[str, ...]],
                  weights: Sequence[float]) -> None:
         if not len(hosts) == len(nodes) == len(weights):
             raise ValueError("hosts, nodes and weights differ in length")
         self.hosts: tuple[str, ...] = tuple(hosts)
-        self.nodes: tuple[tuple[str, ...], ...] = tuple(nodes)
+        self._nodes: tuple[tuple[str, ...], ...] | None = tuple(nodes)
+        self._named: Sequence[str | None] = ()
         self.weights: tuple[float, ...] = tuple(weights)
+
+    @classmethod
+    def one_node_each(cls, hosts: Sequence[str], named: Sequence[str | None],
+                      weights: Sequence[float]) -> CandidateList:
+        """The list where host ``i`` names the one node ``named[i]`` (None or "": none).
+
+        Nova's case: its nodes column is made when first read, which a call whose step
+        answers are all kept never does (~0.5 ms at 10,000 hosts). ValueError as the
+        constructor.
+        """
+        if not len(hosts) == len(named) == len(weights):
+            raise ValueError("hosts, nodes and weights differ in length")
+        made = cls.__new__(cls)
+        made.hosts, made.weights = tuple(hosts), tuple(weights)
+        made._nodes, made._named = None, named
+        return made
+
+    @property
+    def nodes(self) -> tuple[tuple[str, ...], ...]:
+        """Per host, the ``hypervisor_hostname`` values named for it (a tuple, may be empty)."""
+        if self._nodes is None:
+            named = self._named
+            self._nodes = (tuple(zip(named)) if all(named)  # type: ignore[arg-type]
+                           else tuple((node,) if node else () for node in named))
+        return self._nodes
 
     def __len__(self) -> int:
         return len(self.hosts)
@@ -153,19 +179,25 @@ def parse_candidates(body: Mapping[str, Any]) -> CandidateList:
     A host named several times with different nodes (Ironic, VMware clusters) is one
     candidate with all its nodes, at the position of its first entry. Raises
     BadRequest when a host has no weight or a weight names no host (contract table).
-    The columns are read with map() over the entries, not a Python loop per host.
+    The columns are read with map() over the entries, not a Python loop per host; when
+    the weights' keys are the hosts in their order (Nova's bodies), that comparison
+    alone proves both rules, and the weights are read in order.
     """
     weights = body["weights"]
     entries = body["hosts"]
     hosts = list(map(_HOST_OF, entries))
-    distinct = dict.fromkeys(hosts)
-    if len(distinct) == len(entries):  # the common case: each host named once
+    if list(weights) == hosts:
+        # Nova writes its weights in its hosts' order: each host named once, each with a
+        # weight, no weight of another host (the keys of a map are distinct)
         try:  # every entry names its node (Nova always does): 4x faster than .get
             named = list(map(_NODE_OF, entries))
         except KeyError:
             named = list(map(_NODE_OR_NONE_OF, entries))
-        found: list[tuple[str, ...]] = (
-            list(zip(named)) if all(named) else [(node,) if node else () for node in named])
+        return CandidateList.one_node_each(hosts, named, list(map(float, weights.values())))
+    distinct = dict.fromkeys(hosts)
+    if len(distinct) == len(entries):  # each host named once
+        named = list(map(_NODE_OR_NONE_OF, entries))
+        found: list[tuple[str, ...]] = [(node,) if node else () for node in named]
     else:
         grouped: dict[str, list[str]] = {}
         for entry in entries:

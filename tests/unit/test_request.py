@@ -97,11 +97,13 @@ def test_duplicate_host_entries_merge_into_one_candidate():
     assert request.candidates[0].nodes == ("a.cloud.example", "a-second")
 
 
-def test_candidates_read_as_columns_and_as_candidate_tuples():
+@pytest.mark.parametrize("order", [("a", "b", "c"), ("c", "a", "b")], ids=["nova", "other"])
+def test_candidates_read_as_columns_and_as_candidate_tuples(order):
+    # Nova lists its weights in its hosts' order (a faster path), Cinder and Manila not
     body = nova_body(hosts=["a", "b", "c"])
     body["hosts"][1].pop("hypervisor_hostname")          # Cinder and Manila name no node
     body["hosts"][2]["hypervisor_hostname"] = ""
-    body["weights"] = {"a": 2, "b": -1.5, "c": 0}
+    body["weights"] = {host: {"a": 2, "b": -1.5, "c": 0}[host] for host in order}
     candidates = NovaRequest.from_body(body).candidates
     assert candidates.hosts == ("a", "b", "c")
     assert candidates.nodes == (("a.cloud.example",), (), ())
@@ -120,11 +122,18 @@ def test_candidates_read_as_columns_and_as_candidate_tuples():
     assert candidates != NovaRequest.from_body(body).candidates
     with pytest.raises(ValueError, match="differ in length"):
         CandidateList(["a"], [], [1.0])
+    with pytest.raises(ValueError, match="differ in length"):
+        CandidateList.one_node_each(["a"], ["n", "m"], [1.0])
+    assert CandidateList.one_node_each(["a", "b"], ["n", None], [1.0, 2.0]) == CandidateList(
+        ["a", "b"], [("n",), ()], [1.0, 2.0])
 
 
 @pytest.mark.parametrize("change, message", [
     (lambda b: b["weights"].pop("b"), "hosts without a weight: b"),
     (lambda b: b["weights"].update(z=1.0), "weights for hosts not in 'hosts': z"),
+    (lambda b: b.update(weights={"z": 1.0, **b["weights"]}), "weights for hosts not in 'hosts': z"),
+    (lambda b: b.update(weights={"b": 1.0, "z": 1.0}), "hosts without a weight: a"),
+    (lambda b: b["hosts"].append({"host": "c"}), "hosts without a weight: c"),
 ])
 def test_weights_must_match_hosts(change, message):
     body = nova_body(hosts=["a", "b"])
