@@ -264,13 +264,14 @@ def _run_weigher(step: Step[Weigher], run: _Run, rows: np.ndarray, judged: list[
         table = run.table(plugin, weighs=True)
         if table is None:
             weights = list(plugin.weigh_all(run.pairs_of(rows), request, view))
+            finite = all(map(math.isfinite, weights))
         else:
             values, tanh = memo.weigh_memoised(
                 table, run.judged, rows, lambda hosts: plugin.weigh_all(hosts, request, view))
-            weights = values.tolist()
+            weights, finite = values.tolist(), bool(np.isfinite(values).all())
         if len(weights) != len(rows):
             raise ValueError(f"{len(weights)} weights for {len(rows)} hosts")
-        if not all(map(math.isfinite, weights)):
+        if not finite:
             raw, host = next((w, h) for w, h in zip(weights, judged, strict=True)
                              if not math.isfinite(w))
             raise ValueError(f"weight {raw} for {host} is not finite")

@@ -3,6 +3,8 @@
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from cortex.knowledge.reservations import Reservation, with_reservations
 from cortex.pipeline.config import build_pipelines
 from cortex.pipeline.engine import run_pipeline
@@ -335,3 +337,40 @@ def test_judged_pairs_are_the_known_candidates_with_their_states():
     assert everything.at is None and everything.positions.tolist() == [2, 0]
     assert [(c.host, s) for c, s in everything.pairs_of(range(2))] == [
         ("h2", synced.hosts["h2"]), ("h0", synced.hosts["h0"])]
+
+
+@dataclass(frozen=True)
+class NonFiniteOptions:
+    """``memo``: whether the weigher's answers are kept; ``value``: the weight of "c"."""
+
+    memo: bool = True
+    value: float = float("inf")
+
+
+@register
+class NonFiniteWeigher(Weigher):
+    """Weighs every host 1, but "c" ``value``."""
+
+    name = "test_non_finite_weigher"
+    Options = NonFiniteOptions
+
+    def memo_key(self, request):
+        return () if self.options.memo else None
+
+    def weigh(self, host, request, candidate):
+        return self.options.value if candidate.host == "c" else 1.0
+
+
+@pytest.mark.parametrize("memo", [True, False], ids=["kept", "asked"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_non_finite_weight_fails_the_weigher_kept_or_asked(memo, value):
+    spec = {"service": "nova", "weighers": [
+        {"name": "test_non_finite_weigher", "options": {"memo": memo, "value": value}}]}
+    built = build_pipelines({"defaults": {"nova": "p"}, "pipelines": {"p": spec}}).pipelines["p"]
+    synced = fleet()
+    for _ in range(2):  # the second call takes the kept answers, where they are kept
+        result = run_pipeline(built, request(hosts=HOSTS), synced)
+        step = result.steps[-1]
+        assert step.status == "error" and step.values is None
+        assert f"weight {value} for c is not finite" in step.reason
+        assert sorted(result.hosts) == sorted(HOSTS)
