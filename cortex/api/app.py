@@ -249,7 +249,8 @@ def create_app(conf: Config, engine: Engine | None = None,
                             on_unstorable=app_metrics.decisions_unstorable.inc,
                             on_queued=app_metrics.decision_queue_depth.inc,
                             demand_retention_days=conf.get("forecast", "demand_retention_days"),
-                            flush_interval=conf.get("scheduler", "decision_flush_interval"))
+                            flush_interval=conf.get("scheduler", "decision_flush_interval"),
+                            quiet_wait=conf.get("scheduler", "decision_quiet_wait"))
     atexit.register(writer.close)
     devices = device_catalog(conf)
     parsers = dict(PARSERS, nova=partial(NovaRequest.from_body, devices=devices))

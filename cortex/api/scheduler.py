@@ -72,16 +72,18 @@ def external(service: str):
 
     A body refused before it is a request (415, 400) is counted and logged as a call,
     not recorded. A shape the worker meets first is kept for fresh workers' warm-up
-    (:mod:`cortex.store.shapes`).
+    (:mod:`cortex.store.shapes`). The worker's decision writer holds its records back
+    while the call runs (:meth:`cortex.store.decisions.DecisionWriter.call`).
     """
     services = current_app.extensions["cortex"]
     started = time.perf_counter()
-    try:
-        body = read_json_body()
-        request = parse(services, service, body)
-    except ApiError as exc:
-        services.scheduler.refused(service, exc.status, exc.detail, started)
-        raise
-    decision = run(services, request, LIVE, started)
-    services.shapes.meet(request, decision.pipeline, body)
-    return answer(list(decision.result))
+    with services.decisions.call():  # the decision writer waits for the call to end
+        try:
+            body = read_json_body()
+            request = parse(services, service, body)
+        except ApiError as exc:
+            services.scheduler.refused(service, exc.status, exc.detail, started)
+            raise
+        decision = run(services, request, LIVE, started)
+        services.shapes.meet(request, decision.pipeline, body)
+        return answer(list(decision.result))

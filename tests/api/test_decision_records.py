@@ -101,3 +101,17 @@ def test_a_host_the_promise_removed_stays_out_of_the_final_weights():
     stored = _json(decision.as_record())
     assert stored["format"] == COMPACT_FORMAT and "final_weights" not in stored
     assert read_back(decision).final_weights == final
+
+
+def test_the_writer_holds_its_records_back_while_a_call_runs(app, client, monkeypatch):
+    services = app.extensions["cortex"]
+    seen = []
+    original = services.scheduler.schedule
+    monkeypatch.setattr(services.scheduler, "schedule", lambda *args: (
+        seen.append(services.decisions._in_flight), original(*args))[1])
+    body = (FIXTURES / "nova/cpu-general-purpose.json").read_bytes()
+    assert client.post("/scheduler/nova/external", data=body,
+                       content_type="application/json").status_code == 200
+    assert seen == [1] and services.decisions._in_flight == 0
+    bad = client.post("/scheduler/nova/external", data=b"{", content_type="application/json")
+    assert bad.status_code == 400 and services.decisions._in_flight == 0

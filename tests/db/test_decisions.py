@@ -77,6 +77,53 @@ def test_a_full_batch_is_written_without_waiting_for_the_interval(engine):
     assert writer.written == 3
 
 
+def test_records_wait_for_the_calls_in_flight_to_end(engine):
+    # A wait far beyond the test's deadline: only the end of the calls can end it.
+    writer = DecisionWriter(engine, quiet_wait=10 * DEADLINE)
+    first, second = record(), record()
+    with writer.call():
+        with writer.call():
+            writer.submit(first)
+            wait_until(lambda: writer.holding == 1, what="the record held back")
+        assert writer.holding == 1 and writer.written == 0  # one call still runs
+        assert DecisionStore(engine).get(first.id) is None
+    wait_until(lambda: writer.written == 1, what="the record written after the calls")
+    assert writer.holding == 0 and DecisionStore(engine).get(first.id) is not None
+    writer.submit(second)  # no call in flight: written at once
+    wait_until(lambda: writer.written == 2, what="the record written")
+    writer.close(DEADLINE)
+
+
+def test_a_full_batch_or_a_flush_is_not_held_back_for_a_call(engine):
+    writer = DecisionWriter(engine, batch=2, quiet_wait=10 * DEADLINE)
+    batches = []
+    real_write = writer._write
+    writer._write = lambda batch: (batches.append(len(batch)), real_write(batch))
+    with writer.call():
+        writer.submit(record())
+        wait_until(lambda: writer.holding == 1, what="the record held back")
+        writer.submit(record())
+        wait_until(lambda: writer.written == 2, what="the full batch written")
+        assert batches == [2]
+        writer.submit(record())
+        wait_until(lambda: writer.holding == 1, what="the third held back")
+        writer.flush(DEADLINE)
+        assert writer.written == 3
+        writer.submit(record())
+        wait_until(lambda: writer.holding == 1, what="a later one held back again")
+        writer.close(DEADLINE)
+    assert writer.written == 4
+
+
+def test_calls_are_not_counted_without_a_quiet_wait(engine):
+    writer = DecisionWriter(engine)
+    with writer.call():
+        writer.submit(record())
+        wait_until(lambda: writer.written == 1, what="the record written during the call")
+    assert writer._in_flight == 0
+    writer.close(DEADLINE)
+
+
 def test_prune_deletes_only_old_decisions(engine):
     resource = f"inst-{uuid.uuid4()}"
     writer = DecisionWriter(engine)
