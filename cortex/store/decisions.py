@@ -190,16 +190,16 @@ class DecisionWriter:
             if stop:
                 return
 
-    def _gather(self, item: Any, batch: list[Decision] | None = None,
+    def _gather(self, item: Any, gathered: list[Decision] | None = None,
                 interval: float | None = None
                 ) -> tuple[list[Decision], list[threading.Event], bool]:
         """The batch that ``item`` opens: ``(records, flush markers, whether to stop)``.
 
         Records arriving within ``interval`` seconds (default ``flush_interval``) of
-        ``item`` join it, up to ``batch`` records; ``batch``: records gathered before.
+        ``item`` join it, up to ``batch`` records, after the records ``gathered`` before.
         A flush marker or the stop ends the wait; what is queued by then is still taken.
         """
-        batch = [] if batch is None else batch
+        batch = [] if gathered is None else gathered
         markers: list[threading.Event] = []
         stop = False
         deadline = time.monotonic() + (self._flush_interval if interval is None else interval)
