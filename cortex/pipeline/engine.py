@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,8 +54,9 @@ class StepTooSlow(TimeoutError):
 class PipelineResult:
     """The answer (``hosts``, best first) and how it came about.
 
-    ``weights`` are the final weights of the judged hosts; ``weighed`` lists those
-    hosts in the order the weighers saw them (every weigher step's ``values`` order);
+    ``weights`` are the final weights of the judged hosts (read-only columns);
+    ``weighed`` lists those hosts in the order the weighers saw them (every weigher
+    step's ``values`` order);
     ``weighing`` is the pipeline's (:data:`cortex.decision.WEIGHINGS`).
     """
 
@@ -63,7 +64,7 @@ class PipelineResult:
     hosts: list[str]
     steps: list[StepResult]
     unknown_hosts: list[str]
-    weights: Mapping[str, float]
+    weights: HostWeights
     weighed: list[str] = field(default_factory=list)
     weighing: str = "cortex"
 

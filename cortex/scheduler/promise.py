@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any
 
-from cortex.decision import StepResult
+from cortex.decision import HostWeights, StepResult
 from cortex.ids import new_uuid
 from cortex.knowledge.reservations import (
     Reservation,
@@ -118,7 +118,10 @@ def promise_first(pipeline: Pipeline, request: Any, base: KnowledgeView,
     if not removed:  # the common case: the answer stands as it is
         return dataclasses.replace(result, steps=[*result.steps, step])
     hosts = [h for h in result.hosts if h not in removed]
-    weights = {h: w for h, w in result.weights.items() if h not in removed}
+    final = result.weights
+    kept = [(h, w) for h, w in zip(final.names, final.values_in_order, strict=True)
+            if h not in removed]
+    weights = HostWeights([h for h, _ in kept], [w for _, w in kept])
     return dataclasses.replace(result, hosts=hosts, steps=[*result.steps, step],
                                weights=weights)
 

@@ -243,9 +243,7 @@ class SchedulerService:
             request, options, call_id, started, record, pipeline=name,
             result=tuple(result.hosts), unknown_hosts=tuple(result.unknown_hosts),
             steps=tuple(result.steps), weighed=tuple(result.weighed),
-            final_weights=(result.weights if isinstance(result.weights, HostWeights)
-                           else MappingProxyType(result.weights)),
-            weighing=result.weighing,
+            final_weights=result.weights, weighing=result.weighing,
             knowledge_version=view.version, demand=demand,
             status=200, outcome="simulated" if options.simulated else "ok")
         if live:
