@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
+from psycopg import ClientCursor
 from psycopg.rows import namedtuple_row
 from sqlalchemy import (
     Engine,
@@ -221,6 +222,9 @@ class ReservationStore:
                                                  ("replace", self._replace),
                                                  ("replace_unchanged",
                                                   _replace_unchanged_statement()))}
+            # one simple query: three statements, one implicit transaction (see below)
+            self._sql["promise"] = "; ".join((self._sql["lock"], NO_WAIT_FOR_FLUSH,
+                                              self._sql["replace_unchanged"]))
 
     def active(self, now: datetime) -> list[Reservation]:
         """Every reservation not expired at ``now``: from the feed, else one indexed query."""
@@ -315,36 +319,44 @@ class ReservationStore:
 
         As :func:`cortex.store.memory.reserve_if_unchanged` (the ids of ``made.host``'s
         reservations unexpired at ``now``, instance ``own``'s left out; True when
-        written, False writing nothing). On PostgreSQL in one round trip: BEGIN, the
-        host's advisory lock, an upsert that writes only if the host's rows are those
-        (:func:`_replace_unchanged_statement`) and COMMIT go out together in pipeline
-        mode, where :meth:`lock_host` and :meth:`HostLock.reserve` need two: the read
-        must come back before the caller can decide. Raises as :meth:`lock_host` does.
+        written, False writing nothing). On PostgreSQL in one round trip, where
+        :meth:`lock_host` and :meth:`HostLock.reserve` need two (the read must come back
+        before the caller can decide): one simple query of three statements, the
+        host's advisory lock, ``synchronous_commit = off`` and an upsert that writes
+        only if the host's rows are those (:func:`_replace_unchanged_statement`).
+        PostgreSQL runs the statements of one simple query as one implicit transaction,
+        each with a snapshot taken when it starts (so the upsert sees every reservation
+        committed before the lock was granted), and rolls all back when one fails. The
+        values are bound client-side (psycopg's ``ClientCursor`` quotes each literal):
+        the extended protocol allows one statement per message. Measured alone on the
+        2-vCPU machine, 0.60-0.78 ms and 0.19-0.26 ms of the client's CPU, against
+        0.73-0.85 ms and 0.37-0.47 ms for BEGIN, the statements and COMMIT in pipeline
+        mode. Raises as :meth:`lock_host` does.
         """
         if not self._postgres:
             return reserve_if_unchanged(self, made, now, expected, own)
-        values = _driver_values(made) | {"now": now, "own": own, "expected": sorted(expected),
-                                         "n": len(expected)}
-        with self._driver_connection() as raw, raw.pipeline():
-            raw.execute(self._sql["lock"], {"ns": LOCK_NAMESPACE, "host": made.host})
-            raw.execute(NO_WAIT_FOR_FLUSH)
-            written = raw.cursor()
-            written.execute(self._sql["replace_unchanged"], values)
-            raw.commit()
-            if written.fetchone() is None:
+        values = _driver_values(made) | {"ns": LOCK_NAMESPACE, "now": now, "own": own,
+                                         "expected": sorted(expected), "n": len(expected)}
+        with self._driver_connection(self._reader) as raw:
+            results = ClientCursor(raw)
+            results.execute(self._sql["promise"], values)
+            results.nextset()  # past the lock's row and the SET to the upsert's RETURNING
+            results.nextset()
+            if results.fetchone() is None:
                 return False
         if self._feed is not None:
             self._feed.add(made)
         return True
 
     @contextmanager
-    def _driver_connection(self) -> Iterator[Any]:
+    def _driver_connection(self, engine: Engine | None = None) -> Iterator[Any]:
         """A psycopg connection of the store's pool, for one transaction.
 
+        ``engine``: the store's engine (default) or its autocommit form (``_reader``).
         On an error the transaction is rolled back, or, when the connection was lost
         (the watchdog shut it), the connection is discarded: no reset on its return.
         """
-        with self._engine.connect() as connection:
+        with (engine or self._engine).connect() as connection:
             raw = connection.connection.driver_connection
             try:
                 yield raw

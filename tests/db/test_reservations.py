@@ -291,6 +291,53 @@ def test_a_host_with_the_reservations_its_view_counted_is_not_filtered_again(mon
     assert len(seen) == 1
 
 
+@pytest.fixture
+def watched_store(empty_database_url):
+    """A store on a database of its own whose reservation rows tell how they were written.
+
+    A trigger sets each written row's ``group_id`` to the writing transaction's
+    ``synchronous_commit`` and the number of advisory locks its session holds, and
+    refuses a row for host ``bad``.
+    """
+    if not empty_database_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL only: the one-round-trip promise")
+    engine = make_engine(empty_database_url)
+    upgrade(engine)
+    with engine.begin() as connection:
+        connection.execute(text("""
+            CREATE FUNCTION tell() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.host = 'bad' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+                NEW.group_id := current_setting('synchronous_commit') || '/' ||
+                    (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+                     AND pid = pg_backend_pid() AND granted);
+                RETURN NEW;
+            END $$"""))
+        connection.execute(text("CREATE TRIGGER tell BEFORE INSERT OR UPDATE ON "
+                                "inflight_reservations FOR EACH ROW EXECUTE FUNCTION tell()"))
+    yield ReservationStore(engine), engine
+    engine.dispose()
+
+
+def test_the_one_round_trip_promise_is_one_transaction_under_the_hosts_lock(watched_store):
+    """``reserve_if_unchanged`` on PostgreSQL writes under the host's advisory lock, without
+    waiting for the WAL flush; a failing write leaves nothing: no row, no lock held, the
+    connection usable."""
+    store, engine = watched_store
+    assert store.reserve_if_unchanged(reservation("a", "h1", "i1"), NOW, frozenset(), "i1")
+    with pytest.raises(Exception, match="refused by the test"):
+        store.reserve_if_unchanged(reservation("b", "bad", "i2"), NOW, frozenset(), "i2")
+    assert store.reserve_if_unchanged(reservation("c", "h2", "i3"), NOW, frozenset(), "i3")
+    assert not store.reserve_if_unchanged(reservation("d", "h1", "i4"), NOW, frozenset(), "i4")
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT id, group_id FROM inflight_reservations "
+                                       "ORDER BY id")).all()
+        held = connection.execute(text("SELECT count(*) FROM pg_locks WHERE locktype = "
+                                       "'advisory'")).scalar()
+    assert [tuple(r) for r in rows] == [("a", "off/1"), ("c", "off/1")]
+    assert held == 0
+
+
 def test_an_unchanged_host_is_promised_without_reading_under_its_lock(store, monkeypatch):
     """On PostgreSQL the promise of a host with the reservations the view counted is one
     round trip (``reserve_if_unchanged``), not ``lock_host``'s read and then write; a
