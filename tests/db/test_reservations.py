@@ -329,12 +329,16 @@ def test_the_one_round_trip_promise_is_one_transaction_under_the_hosts_lock(watc
         store.reserve_if_unchanged(reservation("b", "bad", "i2"), NOW, frozenset(), "i2")
     assert store.reserve_if_unchanged(reservation("c", "h2", "i3"), NOW, frozenset(), "i3")
     assert not store.reserve_if_unchanged(reservation("d", "h1", "i4"), NOW, frozenset(), "i4")
+    odd = "o'brien\\\u00fc;--"  # the values are bound client-side: quoted, not run
+    assert store.reserve_if_unchanged(reservation("e", odd, "i'5"), NOW, frozenset(), "i'5")
+    assert store.reserve_if_unchanged(reservation("f", "h1", "i6"), NOW, frozenset({"a"}), "i6")
     with engine.connect() as connection:
-        rows = connection.execute(text("SELECT id, group_id FROM inflight_reservations "
-                                       "ORDER BY id")).all()
+        rows = connection.execute(text("SELECT id, host, instance_uuid, group_id "
+                                       "FROM inflight_reservations ORDER BY id")).all()
         held = connection.execute(text("SELECT count(*) FROM pg_locks WHERE locktype = "
                                        "'advisory'")).scalar()
-    assert [tuple(r) for r in rows] == [("a", "off/1"), ("c", "off/1")]
+    assert [tuple(r) for r in rows] == [("a", "h1", "i1", "off/1"), ("c", "h2", "i3", "off/1"),
+                                        ("e", odd, "i'5", "off/1"), ("f", "h1", "i6", "off/1")]
     assert held == 0
 
 
