@@ -72,3 +72,52 @@ def test_revision_0014_turns_records_into_json_and_back(empty_database_url):
             assert connection.execute(text("SELECT record FROM decisions")).scalar() == record
     finally:
         engine.dispose()
+
+
+_PROMISE_FUNCTION = text("SELECT count(*) FROM pg_proc WHERE proname = "
+                         "'cortex_reserve_if_unchanged'")
+
+
+def test_revision_0015_adds_the_promise_function_and_takes_it_back(empty_database_url):
+    """Revision 0015's function is what an unchanged host's promise calls on PostgreSQL;
+    downgrading drops it (the promise then fails, and is answered unpromised)."""
+    from datetime import UTC, datetime, timedelta
+    from types import MappingProxyType
+
+    import psycopg
+    import pytest
+    from alembic import command
+
+    from cortex.db.engine import make_engine
+    from cortex.knowledge.reservations import Reservation
+    from cortex.store.reservations import ReservationStore
+
+    engine = make_engine(empty_database_url)
+    if engine.dialect.name != "postgresql":
+        engine.dispose()
+        return
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def made(rid):
+        return Reservation(rid, "h1", f"i-{rid}", None, MappingProxyType({"VCPU": 1}), (),
+                           now, now + timedelta(seconds=60))
+
+    try:
+        migrate.upgrade(engine)
+        store = ReservationStore(engine)
+        assert store.reserve_if_unchanged(made("a"), now, frozenset(), "i-a")
+        cfg = migrate.alembic_config(engine.url.render_as_string(hide_password=False))
+        with engine.begin() as connection:
+            cfg.attributes["connection"] = connection
+            command.downgrade(cfg, "0014")
+        with engine.connect() as connection:
+            assert connection.execute(_PROMISE_FUNCTION).scalar() == 0
+        with pytest.raises(psycopg.errors.UndefinedFunction):
+            store.reserve_if_unchanged(made("b"), now, frozenset({"a"}), "i-b")
+        migrate.upgrade(engine)
+        with engine.connect() as connection:
+            assert connection.execute(_PROMISE_FUNCTION).scalar() == 1
+        assert store.reserve_if_unchanged(made("b"), now, frozenset({"a"}), "i-b")
+        store._engine.dispose()  # the process's pool for this URL: its database is dropped next
+    finally:
+        engine.dispose()

@@ -315,7 +315,9 @@ def watched_store(empty_database_url):
             END $$"""))
         connection.execute(text("CREATE TRIGGER tell BEFORE INSERT OR UPDATE ON "
                                 "inflight_reservations FOR EACH ROW EXECUTE FUNCTION tell()"))
-    yield ReservationStore(engine), engine
+    store = ReservationStore(engine)
+    yield store, engine
+    store._engine.dispose()  # the process's pool for this URL: its database is dropped next
     engine.dispose()
 
 
