@@ -331,7 +331,7 @@ def test_the_one_round_trip_promise_is_one_transaction_under_the_hosts_lock(watc
         store.reserve_if_unchanged(reservation("b", "bad", "i2"), NOW, frozenset(), "i2")
     assert store.reserve_if_unchanged(reservation("c", "h2", "i3"), NOW, frozenset(), "i3")
     assert not store.reserve_if_unchanged(reservation("d", "h1", "i4"), NOW, frozenset(), "i4")
-    odd = "o'brien\\\u00fc;--"  # the values are bound client-side: quoted, not run
+    odd = "o'brien\\\u00fc;--"  # written as it is, whatever its quotes
     assert store.reserve_if_unchanged(reservation("e", odd, "i'5"), NOW, frozenset(), "i'5")
     assert store.reserve_if_unchanged(reservation("f", "h1", "i6"), NOW, frozenset({"a"}), "i6")
     with engine.connect() as connection:
