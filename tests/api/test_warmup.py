@@ -56,6 +56,14 @@ def test_warm_up_readies_the_series_and_the_store_connection_of_live_calls(engin
         return lock_host(host, now)
 
     services.scheduler.reservations.lock_host = recording
+    promised = []
+    reserve_if_unchanged = services.scheduler.reservations.reserve_if_unchanged
+
+    def recording_promise(made, now, expected, own):
+        promised.append((made.host, reserve_if_unchanged(made, now, expected, own)))
+        return promised[-1][1]
+
+    services.scheduler.reservations.reserve_if_unchanged = recording_promise
     try:
         assert not series._metrics
         warm_up(app)
@@ -65,6 +73,7 @@ def test_warm_up_readies_the_series_and_the_store_connection_of_live_calls(engin
         assert {p for p, _ in made} == {"kvm-gpu-topology-aware",
                                         "kvm-general-purpose-load-balancing"}
         assert locked and set(locked) == {"cortex-warm-up"}
+        assert promised == [("cortex-warm-up", False)]  # the promise ran, and was refused
         view = services.knowledge.current
         assert services.scheduler.reservations.active(view.loaded_at) == []
         text_ = app.test_client().get("/metrics").get_data(as_text=True)
