@@ -18,7 +18,8 @@ answers (:mod:`cortex.pipeline.memo`) serve only real requests of the same shape
 flavor the cloud asks for finds its answers kept; what the calls build on the view and
 its topologies serves all. For each pipeline it asked it also makes the metric series a
 live call counts into and opens a connection of the reservation store's pool, where
-it asks for one refused promise (:meth:`cortex.scheduler.service.SchedulerService.prepare`,
+it rehearses one promise and rolls it back
+(:meth:`cortex.scheduler.service.SchedulerService.prepare`,
 ``open_reservation_store``): without them a fresh
 worker's first call at 100 GPU hosts took 2.2-2.3x a warm one, now 1.5-1.7x.
 """

@@ -76,6 +76,9 @@ class ReservationSource(Protocol):
                              expected: frozenset[str], own: str | None) -> bool:
         """Write ``made`` if its host's reservations are ``expected`` (see ReservationStore)."""
 
+    def rehearse(self, made: Reservation, now: datetime) -> bool:
+        """Promise ``made`` and roll it back, writing nothing (see ReservationStore)."""
+
 
 class DecisionRecorder(Protocol):
     """Where decisions go: :class:`cortex.store.decisions.DecisionWriter`."""
@@ -165,10 +168,8 @@ def simulation(pipeline: str | None = None,
                       holds=holds)
 
 
-#: The host name the warm-up locks (and reserves nothing on) to open a store connection.
+#: The host the warm-up rehearses a promise on (rolled back) to open a store connection.
 WARM_UP_HOST = "cortex-warm-up"
-#: What the warm-up's promise counts on: an id no reservation has, so it is refused.
-_NO_SUCH_RESERVATION = frozenset({"cortex-warm-up: none"})
 
 
 class SchedulingFailed(Exception):
@@ -266,22 +267,21 @@ class SchedulerService:
     def open_reservation_store(self) -> None:
         """Open a connection of the reservation store's pool before the first promise.
 
-        Takes and releases a host lock, then asks for a promise the store must refuse
-        (it counts on a reservation no host holds): nothing is reserved, and on
-        PostgreSQL the session has compiled the promise's function (revision 0015),
-        which took a fresh connection's first promise 3.3-5.1 ms where the next took
-        0.6-0.8. A worker's warm-up calls it once. Database trouble is the first call's
-        to meet: logged here, never raised.
+        Rehearses a promise on a host no reservation names (the store writes it and
+        rolls it back: :meth:`ReservationSource.rehearse`): nothing is reserved, and on
+        PostgreSQL the session has planned every statement of the promise's function
+        (revision 0015). A fresh connection's first promise took 3.3-5.1 ms where the
+        next took 0.6-0.8, and after a refused promise (the warm-up's until then) its
+        upsert was still unplanned. A worker's warm-up calls it once. Database trouble
+        is the first call's to meet: logged here, never raised.
         """
         if self.reservations is None or self.settings.reservation_ttl <= 0:
             return
         now = datetime.now(UTC)
+        made = Reservation(new_uuid(), WARM_UP_HOST, new_uuid(), None, MappingProxyType({}),
+                           (), now, now)  # rolled back; and, were it kept, expired at once
         try:
-            with self.reservations.lock_host(WARM_UP_HOST, now):
-                pass
-            made = Reservation(new_uuid(), WARM_UP_HOST, None, None, MappingProxyType({}), (),
-                               now, now)  # refused; and, were it written, expired at once
-            self.reservations.reserve_if_unchanged(made, now, _NO_SUCH_RESERVATION, None)
+            self.reservations.rehearse(made, now)
         except Exception as exc:  # noqa: BLE001 - the first call meets it again
             LOG.warning("warm-up: reservation store unreachable: %r", exc)
 

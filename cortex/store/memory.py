@@ -56,11 +56,24 @@ def reserve_if_unchanged(store: Any, made: Reservation, now: datetime,
     return True
 
 
+def rehearse(store: Any, made: Reservation, now: datetime) -> bool:
+    """Judge ``made`` as a promise on an unchanged host would be, writing nothing.
+
+    True when ``made.host`` has no reservation but instance ``made.instance_uuid``'s
+    (the write would run). Takes and releases the host's lock: the rule any store
+    keeps; :meth:`cortex.store.reservations.ReservationStore.rehearse` runs the
+    write on PostgreSQL and rolls it back.
+    """
+    with store.lock_host(made.host, now) as held:
+        return not others_on(held.reservations, made.host, made.instance_uuid)
+
+
 class MemoryReservations:
     """Reservations in process memory: the simulator and single-process use.
 
     The contract of :class:`cortex.store.reservations.ReservationStore`: ``active(now)``,
-    ``lock_host(host, now)`` and ``reserve_if_unchanged(made, now, expected, own)``.
+    ``lock_host(host, now)``, ``reserve_if_unchanged(made, now, expected, own)`` and
+    ``rehearse(made, now)``.
     """
 
     def __init__(self) -> None:
@@ -85,6 +98,10 @@ class MemoryReservations:
                              expected: frozenset[str], own: str | None) -> bool:
         """See :func:`reserve_if_unchanged`."""
         return reserve_if_unchanged(self, made, now, expected, own)
+
+    def rehearse(self, made: Reservation, now: datetime) -> bool:
+        """See :func:`rehearse`."""
+        return rehearse(self, made, now)
 
     def _replace(self, reservation: Reservation) -> None:
         """Store ``reservation``, dropping an earlier one of the same instance."""

@@ -48,22 +48,14 @@ def test_warm_up_readies_the_series_and_the_store_connection_of_live_calls(engin
                                   "scheduler.reservation_ttl": 300.0}), engine=engine)
     services = app.extensions["cortex"]
     series = services.scheduler.metrics.step_duration
-    locked = []
-    lock_host = services.scheduler.reservations.lock_host
+    rehearsed = []
+    rehearse = services.scheduler.reservations.rehearse
 
-    def recording(host, now):
-        locked.append(host)
-        return lock_host(host, now)
+    def recording_rehearsal(made, now):
+        rehearsed.append((made.host, rehearse(made, now)))
+        return rehearsed[-1][1]
 
-    services.scheduler.reservations.lock_host = recording
-    promised = []
-    reserve_if_unchanged = services.scheduler.reservations.reserve_if_unchanged
-
-    def recording_promise(made, now, expected, own):
-        promised.append((made.host, reserve_if_unchanged(made, now, expected, own)))
-        return promised[-1][1]
-
-    services.scheduler.reservations.reserve_if_unchanged = recording_promise
+    services.scheduler.reservations.rehearse = recording_rehearsal
     try:
         assert not series._metrics
         warm_up(app)
@@ -72,8 +64,8 @@ def test_warm_up_readies_the_series_and_the_store_connection_of_live_calls(engin
         assert ("kvm-gpu-topology-aware", "filter_pci_numa_affinity") in made
         assert {p for p, _ in made} == {"kvm-gpu-topology-aware",
                                         "kvm-general-purpose-load-balancing"}
-        assert locked and set(locked) == {"cortex-warm-up"}
-        assert promised == [("cortex-warm-up", False)]  # the promise ran, and was refused
+        # the promise ran to its write, and was rolled back
+        assert rehearsed == [("cortex-warm-up", True)]
         view = services.knowledge.current
         assert services.scheduler.reservations.active(view.loaded_at) == []
         text_ = app.test_client().get("/metrics").get_data(as_text=True)

@@ -1,6 +1,7 @@
 """In-flight reservations in the database: promised once under concurrency, counted until seen."""
 
 import dataclasses
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
@@ -296,7 +297,8 @@ def watched_store(empty_database_url):
     """A store on a database of its own whose reservation rows tell how they were written.
 
     A trigger sets each written row's ``group_id`` to the writing transaction's
-    ``synchronous_commit`` and the number of advisory locks its session holds, and
+    ``synchronous_commit`` and the number of advisory locks its session holds, counts
+    every row it sees in the sequence ``seen`` (which no rollback takes back), and
     refuses a row for host ``bad``.
     """
     if not empty_database_url.startswith("postgresql"):  # CORTEX_TEST_DATABASE_URL=sqlite
@@ -304,9 +306,11 @@ def watched_store(empty_database_url):
     engine = make_engine(empty_database_url)
     upgrade(engine)
     with engine.begin() as connection:
+        connection.execute(text("CREATE SEQUENCE seen"))
         connection.execute(text("""
             CREATE FUNCTION tell() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
+                PERFORM nextval('seen');
                 IF NEW.host = 'bad' THEN RAISE EXCEPTION 'refused by the test'; END IF;
                 NEW.group_id := current_setting('synchronous_commit') || '/' ||
                     (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
@@ -342,6 +346,31 @@ def test_the_one_round_trip_promise_is_one_transaction_under_the_hosts_lock(watc
     assert [tuple(r) for r in rows] == [("a", "h1", "i1", "off/1"), ("c", "h2", "i3", "off/1"),
                                         ("e", odd, "i'5", "off/1"), ("f", "h1", "i6", "off/1")]
     assert held == 0
+
+
+def test_a_rehearsed_promise_runs_its_write_and_leaves_nothing(watched_store):
+    """The warm-up's rehearsal runs the promise's upsert (so the session has planned it)
+    and rolls it back: no row, no lock held, nothing announced, and the next promise on
+    the same connection is written as any other."""
+    store, engine = watched_store
+    with engine.connect() as listener:
+        raw = listener.connection.driver_connection
+        raw.autocommit = True
+        raw.execute("LISTEN cortex_reservations")
+        assert store.rehearse(reservation("r", "warm", "i1"), NOW)
+        assert store.reserve_if_unchanged(reservation("a", "h1", "i2"), NOW, frozenset(), "i2")
+        assert not store.rehearse(reservation("s", "h1", "i3"), NOW), "h1 holds a's"
+        heard = [json.loads(n.payload)["row"]["id"]
+                 for n in raw.notifies(timeout=0.5, stop_after=1)]
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT id, group_id FROM inflight_reservations"
+                                           )).all()
+            held = connection.execute(text("SELECT count(*) FROM pg_locks WHERE locktype = "
+                                           "'advisory'")).scalar()
+            seen = connection.execute(text("SELECT last_value FROM seen")).scalar()
+    assert [tuple(r) for r in rows] == [("a", "off/1")] and held == 0
+    assert seen == 2, "the rehearsal's row reached the table's trigger, a's too; s's did not"
+    assert heard == ["a"], "the table's trigger announced a's row alone"
 
 
 def test_an_unchanged_host_is_promised_without_reading_under_its_lock(store, monkeypatch):
