@@ -27,8 +27,10 @@ the row then says how many scrapes ran and their mean time.
 ``--first-sizes``: a one-worker gunicorn serves the first body once and stops (the
 worker before a restart or a deploy, which stores its request shape); then on a
 freshly started one (warmed before it serves, as shipped, with the stored shapes), the
-first call of that body, a second body's first call (a request shape never seen), and
-the p50 of the following calls. ``--memory-sizes``: the
+first call of that body, a second body's first call (a request shape never seen), the
+p50 of the following calls, and the median of five calls each made after 0.5 s idle (a
+first call comes after idling too, and this machine runs the same work 2-4x slower
+then). ``--memory-sizes``: the
 time to load the knowledge view in a fresh process and the resident memory of a
 worker: code imported, app and view loaded, after the bodies.
 
@@ -417,14 +419,25 @@ def earlier_worker(url: str, settings: list[str], payload: bytes) -> None:
 
 
 def first_calls(port: int, bodies: dict[str, bytes], requests: int
-                ) -> tuple[float, float, float]:
-    """On a fresh worker: (first call ms, another body's first call ms, warm p50 ms)."""
+                ) -> tuple[float, float, float, float]:
+    """On a fresh worker: (first call ms, another body's first call ms, warm p50 ms, warm
+    ms after idling).
+
+    The last is the median of five warm calls each made after 0.5 s without a call: a
+    fresh worker's first call also comes after its worker sat idle, and this 2-vCPU
+    machine runs the same work 2-4x slower after a few idle milliseconds than back to
+    back, whatever the code (README, issue 19's eleventh pass).
+    """
     (_, first), (_, second) = list(bodies.items())[:2]
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     cold = answered(connection, first) * 1000
     new_shape = answered(connection, second) * 1000
     samples = sorted(answered(connection, first) for _ in range(requests))
-    return cold, new_shape, statistics.median(samples) * 1000
+    idle = []
+    for _ in range(5):
+        time.sleep(0.5)
+        idle.append(answered(connection, first) * 1000)
+    return cold, new_shape, statistics.median(samples) * 1000, statistics.median(idle)
 
 
 def environment(url: str, settings: list[str]) -> dict[str, str]:
@@ -503,14 +516,15 @@ def main() -> None:
             earlier_worker(url, args.set, next(iter(bodies.values())))
             process, port = serve("cortex.wsgi:application", 1, environment(url, args.set))
             try:
-                cold, new_shape, warm = first_calls(port, bodies, args.requests)
+                cold, new_shape, warm, idle = first_calls(port, bodies, args.requests)
             finally:
                 process.terminate()
                 process.wait(timeout=30)
             print(f"{n:6d} hosts, fresh worker: first call {cold:.1f} ms (a shape an earlier "
                   f"worker met), first call of a shape never seen {new_shape:.1f} ms, then "
-                  f"p50 {warm:.2f} ms (first / warm {cold / warm:.1f}, never seen / warm "
-                  f"{new_shape / warm:.1f})", flush=True)
+                  f"p50 {warm:.2f} ms, {idle:.2f} ms after 0.5 s idle (first / warm "
+                  f"{cold / warm:.1f}, first / warm after idling {cold / idle:.1f}, never "
+                  f"seen / warm {new_shape / warm:.1f})", flush=True)
         for n in (int(s) for s in args.memory_sizes.split(",") if s):
             url = database(workload, n, tmp)
             started, viewed, used = worker_memory(workload, n, url, tmp)
