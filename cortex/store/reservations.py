@@ -320,11 +320,10 @@ class ReservationStore:
         host had some. What it is for: PL/pgSQL plans each statement of a function when
         the session first runs it, so a promise the function refused leaves its upsert
         unplanned, and a fresh worker's first real promise paid for it (1.6-1.8 ms where
-        a rehearsed session's took 1.2-1.3, both after the same idle wait; the
-        same in a session that had asked nothing). A worker's warm-up rehearses once, on
-        the connection its first call then takes (the pool hands back the one it has).
-        Not PostgreSQL: the host's lock is taken and released, nothing is planned.
-        Raises as :meth:`lock_host` does.
+        a rehearsed session's took 1.2-1.3 ms, as later ones do, all after the same idle
+        wait). A worker's warm-up rehearses once, on the connection its first call then
+        takes (the only one the store's pool holds by then). Not PostgreSQL: the host's
+        lock is taken and released, nothing is planned. Raises as :meth:`lock_host` does.
         """
         if not self._postgres:
             return rehearse(self, made, now)

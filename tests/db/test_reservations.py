@@ -15,7 +15,7 @@ from cortex.db.migrate import upgrade
 from cortex.knowledge.reservations import Reservation, with_reservations
 from cortex.store.reservations import LOCK_NAMESPACE, ReservationStore
 from tests.fakes import host, instance, inventory, promise, view
-from tests.waiting import wait_until
+from tests.waiting import DEADLINE, wait_until
 
 #: Every time here reaches the code under test as an argument, and nothing compares it
 #: with the real clock: a fixed instant, the same whenever (and however late) a test runs.
@@ -361,7 +361,7 @@ def test_a_rehearsed_promise_runs_its_write_and_leaves_nothing(watched_store):
         assert store.reserve_if_unchanged(reservation("a", "h1", "i2"), NOW, frozenset(), "i2")
         assert not store.rehearse(reservation("s", "h1", "i3"), NOW), "h1 holds a's"
         heard = [json.loads(n.payload)["row"]["id"]
-                 for n in raw.notifies(timeout=0.5, stop_after=1)]
+                 for n in raw.notifies(timeout=DEADLINE, stop_after=1)]
         with engine.connect() as connection:
             rows = connection.execute(text("SELECT id, group_id FROM inflight_reservations"
                                            )).all()
