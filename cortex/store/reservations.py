@@ -82,6 +82,14 @@ _RESERVE_IF_UNCHANGED = (
     "%(created_at)s, %(expires_at)s, %(now)s, %(own)s, %(expected)s::varchar[])")
 
 
+def _reserved_if_unchanged(raw: Any, made: Reservation, now: datetime,
+                           expected: frozenset[str], own: str | None) -> bool:
+    """Call :data:`_RESERVE_IF_UNCHANGED` on psycopg connection ``raw``; True when it wrote."""
+    values = _driver_values(made) | {"ns": LOCK_NAMESPACE, "now": now, "own": own,
+                                     "expected": sorted(expected)}
+    return raw.execute(_RESERVE_IF_UNCHANGED, values).fetchone()[0] is not None
+
+
 def _unpinged(url: str, connect_timeout: int, limits: ConnectionLimits | None = None) -> Engine:
     """The process's one engine for ``url`` without pool pre-ping (see ReservationStore)."""
     return _unpinged_engine(url, connect_timeout, limits)
@@ -303,10 +311,8 @@ class ReservationStore:
         """
         if not self._postgres:
             return reserve_if_unchanged(self, made, now, expected, own)
-        values = _driver_values(made) | {"ns": LOCK_NAMESPACE, "now": now, "own": own,
-                                         "expected": sorted(expected)}
         with self._driver_connection(self._reader) as raw:
-            if raw.execute(_RESERVE_IF_UNCHANGED, values).fetchone()[0] is None:
+            if not _reserved_if_unchanged(raw, made, now, expected, own):
                 return False
         if self._feed is not None:
             self._feed.add(made)
@@ -327,11 +333,9 @@ class ReservationStore:
         """
         if not self._postgres:
             return rehearse(self, made, now)
-        values = _driver_values(made) | {"ns": LOCK_NAMESPACE, "now": now,
-                                         "own": made.instance_uuid, "expected": []}
         with self._driver_connection(self._reader) as raw, \
                 raw.transaction(force_rollback=True):
-            return raw.execute(_RESERVE_IF_UNCHANGED, values).fetchone()[0] is not None
+            return _reserved_if_unchanged(raw, made, now, frozenset(), made.instance_uuid)
 
     @contextmanager
     def _driver_connection(self, engine: Engine | None = None) -> Iterator[Any]:
