@@ -1,25 +1,74 @@
-"""The HTTP floor: a minimal Flask app that only parses the body and sorts the hosts by
-the caller's weights. Served by the same gunicorn settings as Cortex in bench/latency.py.
+"""The HTTP floors, minimal Flask apps served by the same gunicorn settings as Cortex in
+bench/latency.py.
 
-It parses and writes JSON with orjson (the ``bench`` extra), the fastest honest floor:
-about 1.4x faster than the standard library at 1,000 hosts."""
+``application``: parse the body, sort the hosts by the caller's weights, answer. It
+parses and writes JSON with orjson (the ``bench`` extra), the fastest honest floor:
+about 1.4x faster than the standard library at 1,000 hosts.
+
+``promising``: the same, and before answering it promises the first host in the
+PostgreSQL database at ``$FLOOR_DATABASE_URL`` with Cortex's own statement
+(:meth:`cortex.store.reservations.ReservationStore.reserve_if_unchanged`: the host's
+lock, its reservations compared, the row written, one round trip on a pooled
+connection). The least a scheduler must do that keeps its promises across workers and
+replicas in the database, as Cortex does for every create; no other worker is told
+(Cortex's reservation feed is left out)."""
+
+import os
+import uuid
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from types import MappingProxyType
 
 import orjson
 from flask import Flask, Response, request
 
 application = Flask("floor")
+promising = Flask("promising-floor")
+
+
+def _ranked(body: dict) -> list[str]:
+    """The body's hosts, best weight first."""
+    weights = body["weights"]
+    return sorted(dict.fromkeys(h["host"] for h in body["hosts"]), key=lambda h: -weights[h])
 
 
 @application.post("/scheduler/<service>/external")
 def external(service):
     """Parse, sort by weight, answer: the least any external scheduler must do."""
     body = orjson.loads(request.get_data())
-    weights = body["weights"]
-    hosts = sorted(dict.fromkeys(h["host"] for h in body["hosts"]), key=lambda h: -weights[h])
+    return Response(orjson.dumps({"hosts": _ranked(body)}), mimetype="application/json")
+
+
+@cache
+def _store():
+    """The process's reservation store on ``$FLOOR_DATABASE_URL`` (its own pool)."""
+    from cortex.db.engine import make_engine
+    from cortex.store.reservations import ReservationStore
+
+    return ReservationStore(make_engine(os.environ["FLOOR_DATABASE_URL"]))
+
+
+@promising.post("/scheduler/<service>/external")
+def external_promised(service):
+    """Parse, sort by weight, promise the first host for the instance, answer."""
+    from cortex.knowledge.reservations import Reservation
+
+    body = orjson.loads(request.get_data())
+    hosts = _ranked(body)
+    data = body["spec"]["nova_object.data"]
+    flavor = data["flavor"]["nova_object.data"]
+    now = datetime.now(UTC)
+    made = Reservation(str(uuid.uuid4()), hosts[0], data["instance_uuid"], None,
+                       MappingProxyType({"VCPU": flavor["vcpus"],
+                                         "MEMORY_MB": flavor["memory_mb"]}),
+                       (), now, now + timedelta(minutes=5))
+    if not _store().reserve_if_unchanged(made, now, frozenset(), made.instance_uuid):
+        return Response(b'{"error": "not promised"}', status=409, mimetype="application/json")
     return Response(orjson.dumps({"hosts": hosts}), mimetype="application/json")
 
 
 @application.get("/healthcheck")
+@promising.get("/healthcheck")
 def healthcheck():
     """Ready."""
     return "OK"

@@ -19,10 +19,13 @@ parse with orjson, sort by weight, answer) with the shipped gunicorn settings an
 posts each body naming all N hosts: p50 and p99 of sequential calls, then requests/s
 with 8 concurrent clients for 3 s (each part starting with no decision record left to
 write, the throughput counting the time to write the part's own), the ratios to the
-floor, and the size of Cortex's answer: an answer of ``[]`` means the steps meant to
-be measured did not run, and stops the run. ``--scrape-every S``: while Cortex's calls
-are timed, a Prometheus-like client scrapes its ``/metrics`` every S seconds (0: never);
-the row then says how many scrapes ran and their mean time.
+floor, the p50 and requests/s of the promised floor (the floor that also promises its
+first host with Cortex's one-statement promise, in a database of its own: what any
+scheduler keeping its promises in PostgreSQL pays), and the size of Cortex's answer:
+an answer of ``[]`` means the steps meant to be measured did not run, and stops the
+run. ``--scrape-every S``: while Cortex's calls are timed, a Prometheus-like client
+scrapes its ``/metrics`` every S seconds (0: never); the row then says how many scrapes
+ran and their mean time.
 
 ``--first-sizes``: a one-worker gunicorn serves the first body once and stops (the
 worker before a restart or a deploy, which stores its request shape); then on a
@@ -58,7 +61,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert, text
+from sqlalchemy import delete, insert, text
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -286,6 +289,36 @@ def _drop(admin, name: str) -> None:
         c.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
+def new_database(tag: str, tmp: str) -> str:
+    """A fresh migrated database of this run, dropped at exit; its URL.
+
+    PostgreSQL at $CORTEX_BENCH_DATABASE_URL or 127.0.0.1:5432, else SQLite in ``tmp``.
+    """
+    server = os.environ.get("CORTEX_BENCH_DATABASE_URL",
+                            "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    try:
+        admin = make_engine(server, isolation_level="AUTOCOMMIT")
+        name = f"cortex_bench_{os.getpid()}_{tag}"  # two runs never collide
+        with admin.connect() as c:
+            c.execute(text(f"CREATE DATABASE {name}"))
+        atexit.register(_drop, admin, name)
+        url = server.rsplit("/", 1)[0] + f"/{name}"
+    except Exception:  # noqa: BLE001 - no PostgreSQL: the embedded default
+        url = f"sqlite:///{tmp}/bench-{tag}.sqlite"
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    return url
+
+
+def clear_reservations(url: str) -> None:
+    """Delete every reservation of the database at ``url``."""
+    engine = make_engine(url)
+    with engine.begin() as connection:
+        connection.execute(delete(models.InflightReservation))
+    engine.dispose()
+
+
 def database(workload: Workload, n: int, tmp: str, inflight: int = 0) -> str:
     """A fresh database holding the N-host fleet and ``inflight`` reservations; its URL.
 
@@ -293,19 +326,8 @@ def database(workload: Workload, n: int, tmp: str, inflight: int = 0) -> str:
     fleet and unexpired for the whole run, as a busy cloud has one for every create of
     the last ``reservation_ttl`` seconds.
     """
-    server = os.environ.get("CORTEX_BENCH_DATABASE_URL",
-                            "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-    try:
-        admin = make_engine(server, isolation_level="AUTOCOMMIT")
-        name = f"cortex_bench_{os.getpid()}_{workload.kind}_{n}"  # two runs never collide
-        with admin.connect() as c:
-            c.execute(text(f"CREATE DATABASE {name}"))
-        atexit.register(_drop, admin, name)
-        url = server.rsplit("/", 1)[0] + f"/{name}"
-    except Exception:  # noqa: BLE001 - no PostgreSQL: the embedded default
-        url = f"sqlite:///{tmp}/bench-{workload.kind}-{n}.sqlite"
+    url = new_database(f"{workload.kind}_{n}", tmp)
     engine = make_engine(url)
-    migrate.upgrade(engine)
     with engine.begin() as connection:
         import_fleet(connection, workload.fleet(n))
         if inflight:
@@ -452,14 +474,17 @@ def latency_table(workload: Workload, sizes: list[int], workers: list[int], args
     """The main table: every body at every size and worker count, Cortex and the floor."""
     print(f"{'hosts':>6} {'body':15} {'wk':>2} {'answer':>6} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'req/s':>7} {'floor p50':>9} {'floor p99':>9} {'floor r/s':>9} {'p50 x':>6} "
-          f"{'r/s share':>9}", flush=True)
+          f"{'r/s share':>9} {'promised p50':>12} {'promised r/s':>12}", flush=True)
+    promised_url = new_database("promised_floor", tmp)
     for n in sizes:
         url = database(workload, n, tmp, args.inflight)
         bodies = workload.bodies(n)
         for count in workers:
             servers = {"cortex": serve("cortex.wsgi:application", count,
                                        environment(url, args.set)),
-                       "floor": serve("floor_app:application", count, {})}
+                       "floor": serve("floor_app:application", count, {}),
+                       "promised": serve("floor_app:promising", count,
+                                         {"FLOOR_DATABASE_URL": promised_url})}
             try:
                 for name, payload in bodies.items():
                     ours = measure(servers["cortex"][1], payload, args.requests,
@@ -468,6 +493,8 @@ def latency_table(workload: Workload, sizes: list[int], workers: list[int], args
                     if not ours[3]:
                         raise SystemExit(f"{name} at {n} hosts answered []: nothing to measure")
                     floor = measure(servers["floor"][1], payload, args.requests)
+                    clear_reservations(promised_url)  # each body's instance promises alone
+                    promised = measure(servers["promised"][1], payload, args.requests)
                     note = f"  ({failed} calls under load answered 503)" if failed else ""
                     if scrapes:
                         note += (f"  ({len(scrapes)} scrapes, mean "
@@ -475,7 +502,7 @@ def latency_table(workload: Workload, sizes: list[int], workers: list[int], args
                     print(f"{n:6d} {name:15} {count:2d} {ours[3]:6d} {ours[0]:8.2f} "
                           f"{ours[1]:8.2f} {ours[2]:7.0f} {floor[0]:9.2f} {floor[1]:9.2f} "
                           f"{floor[2]:9.0f} {ours[0] / floor[0]:6.2f} {ours[2] / floor[2]:9.2f}"
-                          f"{note}", flush=True)
+                          f" {promised[0]:12.2f} {promised[2]:12.0f}{note}", flush=True)
             finally:
                 for process, _ in servers.values():
                     process.terminate()
