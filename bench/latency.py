@@ -137,10 +137,16 @@ def free_port() -> int:
 
 
 def serve(app: str, workers: int, env: dict) -> tuple[subprocess.Popen, int]:
-    """gunicorn with the shipped settings; returns once /healthcheck answers."""
+    """gunicorn with the shipped settings; returns once /healthcheck answers.
+
+    A floor (not ``cortex.``) is served without Cortex's worker hooks
+    (bench/floor_gunicorn.conf.py).
+    """
     port = free_port()
+    config = ("etc/cortex/gunicorn.conf.py" if app.startswith("cortex.")
+              else "bench/floor_gunicorn.conf.py")
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", str(REPO / "etc/cortex/gunicorn.conf.py"),
+        [sys.executable, "-m", "gunicorn", "-c", str(REPO / config),
          "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--access-logfile",
          "/dev/null", "--log-level", "warning", app],
         env=os.environ | env | {"PYTHONPATH": str(REPO / "bench")},
