@@ -40,29 +40,36 @@ def external(service):
 
 
 @cache
-def _store():
-    """The process's reservation store on ``$FLOOR_DATABASE_URL`` (its own pool)."""
+def _promiser():
+    """``promise(host, instance_uuid, resources) -> bool`` on ``$FLOOR_DATABASE_URL``.
+
+    Cortex's reservation store with its own pool, built on the first call (the plain
+    floor imports nothing of Cortex); True when the promise was written.
+    """
     from cortex.db.engine import make_engine
+    from cortex.knowledge.reservations import Reservation
     from cortex.store.reservations import ReservationStore
 
-    return ReservationStore(make_engine(os.environ["FLOOR_DATABASE_URL"]))
+    store = ReservationStore(make_engine(os.environ["FLOOR_DATABASE_URL"]))
+
+    def promise(host: str, instance_uuid: str, resources: dict[str, int]) -> bool:
+        now = datetime.now(UTC)
+        made = Reservation(str(uuid.uuid4()), host, instance_uuid, None,
+                           MappingProxyType(resources), (), now, now + timedelta(minutes=5))
+        return store.reserve_if_unchanged(made, now, frozenset(), instance_uuid)
+
+    return promise
 
 
 @promising.post("/scheduler/<service>/external")
 def external_promised(service):
     """Parse, sort by weight, promise the first host for the instance, answer."""
-    from cortex.knowledge.reservations import Reservation
-
     body = orjson.loads(request.get_data())
     hosts = _ranked(body)
     data = body["spec"]["nova_object.data"]
     flavor = data["flavor"]["nova_object.data"]
-    now = datetime.now(UTC)
-    made = Reservation(str(uuid.uuid4()), hosts[0], data["instance_uuid"], None,
-                       MappingProxyType({"VCPU": flavor["vcpus"],
-                                         "MEMORY_MB": flavor["memory_mb"]}),
-                       (), now, now + timedelta(minutes=5))
-    if not _store().reserve_if_unchanged(made, now, frozenset(), made.instance_uuid):
+    if not _promiser()(hosts[0], data["instance_uuid"],
+                       {"VCPU": flavor["vcpus"], "MEMORY_MB": flavor["memory_mb"]}):
         return Response(b'{"error": "not promised"}', status=409, mimetype="application/json")
     return Response(orjson.dumps({"hosts": hosts}), mimetype="application/json")
 
