@@ -477,7 +477,7 @@ def environment(url: str, settings: list[str]) -> dict[str, str]:
 
 def latency_table(workload: Workload, sizes: list[int], workers: list[int], args, tmp: str
                   ) -> None:
-    """The main table: every body at every size and worker count, Cortex and the floor."""
+    """The main table: every body at every size and worker count, Cortex and the floors."""
     print(f"{'hosts':>6} {'body':15} {'wk':>2} {'answer':>6} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'req/s':>7} {'floor p50':>9} {'floor p99':>9} {'floor r/s':>9} {'p50 x':>6} "
           f"{'r/s share':>9} {'promised p50':>12} {'promised r/s':>12}", flush=True)
