@@ -2,108 +2,131 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from datetime import UTC, datetime
 
-from flask import current_app, jsonify
-from sqlalchemy.exc import SQLAlchemyError
+from flask import current_app, jsonify, request
+from sqlalchemy.exc import DataError
 
 from cortex.api.body import read_json_body
 from cortex.api.errors import ApiError
+from cortex.db import guard
 from cortex.knowledge.cache import KnowledgeUnavailable
-from cortex.knowledge.commitments import Commitment
-from cortex.scheduler.service import SchedulingFailed
+from cortex.knowledge.commitments import Commitment, commitment_spec
+from cortex.scheduler.service import NO_BUDGET_WAIT, SchedulingFailed
 from cortex.simulator.commitments import (
     CommitmentInvalid,
     CommitmentRefused,
-    place,
+    CommitmentTimedOut,
+    IdempotencyConflict,
 )
+from cortex.simulator.commitments import commit as place_and_store
 from cortex.store.commitments import (
+    CommitmentLockTimeout,
     commitment_document,
     delete_commitment,
     list_commitments,
-    save_commitment,
 )
 
-
-def parse_time(text: str, name: str) -> datetime:
-    """An ISO 8601 time with its zone (none given: UTC); ValueError naming ``name``."""
-    try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{name}: {text!r} is not an ISO 8601 time") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+#: What an ``Idempotency-Key`` may be: 1 to 255 visible ASCII characters.
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 
 
-def spec_from(body: dict, now: datetime) -> Commitment:
-    """What a valid ``CommitmentCreate`` body asks for: a commitment without id and holds.
-
-    Raises ValueError for a time that is not ISO 8601.
-    """
-    return Commitment(  # JSON Schema's integers include 8.0: made ints here
-        "", body["project_id"], body.get("availability_zone"), int(body["vcpus"]),
-        int(body["memory_mb"]), int(body.get("gpus", 0)),
-        tuple(p.lower() for p in body.get("products") or ()),
-        int(body["count"]), parse_time(body["start_at"], "start_at") if body.get("start_at")
-        else now, parse_time(body["end_at"], "end_at"), now, body.get("description"))
+def request_digest(body: object) -> str:
+    """The SHA-256 (hex) of ``body``'s canonical JSON: equal bodies, equal digests."""
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
-def commit(services, body: object, now: datetime) -> Commitment:
-    """Validate ``body`` (a ``CommitmentCreate``), place it and store it; the commitment.
+def commit(services, body: object, now: datetime,
+           idempotency_key: str | None = None) -> tuple[Commitment, bool]:
+    """Validate ``body`` (a ``CommitmentCreate``), then place and store it.
 
-    ``services``: the app's (``app.extensions["cortex"]``). Raises CommitmentInvalid
-    for a body that is not one (or ends before it starts, or names a zone without
-    hosts), CommitmentRefused when not every instance fits (nothing stored),
-    SchedulingFailed, KnowledgeUnavailable or SQLAlchemyError when the scheduler,
-    the knowledge or the database is unavailable.
+    ``services``: the app's (``app.extensions["cortex"]``). The write takes at most the
+    scheduler's ``request_time_budget``, its database waits included
+    (:func:`cortex.simulator.commitments.commit`). Returns ``(commitment, created)``:
+    ``created`` False when ``idempotency_key`` already created it from the same body.
+    Raises CommitmentInvalid for a body that is not one (or ends before it starts, or
+    names a zone without hosts), CommitmentRefused when not every instance fits
+    (nothing stored), IdempotencyConflict, CommitmentTimedOut, CommitmentLockTimeout,
+    SchedulingFailed, KnowledgeUnavailable or SQLAlchemyError.
     """
     errors = services.validator.commitment_errors(body)
     if errors:
         raise CommitmentInvalid("; ".join(errors))
     try:
-        spec = spec_from(body, now)  # type: ignore[arg-type]
-        commitment = place(services.scheduler, spec, now)
+        spec = commitment_spec(body, now)  # type: ignore[arg-type]
     except ValueError as exc:
         raise CommitmentInvalid(str(exc)) from None
-    with services.engine.begin() as connection:
-        save_commitment(connection, commitment)
-    return commitment
+    budget = services.scheduler.settings.request_time_budget or NO_BUDGET_WAIT
+    with guard.deadline(budget):
+        try:
+            return place_and_store(services.scheduler, services.engine, spec, now,
+                                   idempotency_key, request_digest(body), budget)
+        except ValueError as exc:
+            raise CommitmentInvalid(str(exc)) from None
+
+
+def idempotency_key() -> str | None:
+    """The request's ``Idempotency-Key`` header (None: none); 400 for a malformed one."""
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    if not IDEMPOTENCY_KEY.fullmatch(key):
+        raise ApiError(400, "Idempotency-Key must be 1 to 255 visible ASCII characters")
+    return key
 
 
 def create_commitment():
     """``POST /v1/commitments``: place, store, 201 with the commitment (:func:`commit`).
 
     400 for a body that is not a ``CommitmentCreate`` (or ends before it starts, or
-    names a zone without hosts), 409 when not every instance fits (nothing stored),
-    503 when the knowledge or the database is unavailable.
+    names a zone without hosts) or a malformed ``Idempotency-Key``, 409 when not every
+    instance fits (nothing stored), 422 when the ``Idempotency-Key`` created a
+    commitment from another body, 503 when the knowledge or the database is
+    unavailable, another commitment holds the lock, or the placement runs past the
+    budget. A retry with the ``Idempotency-Key`` of a commitment created before
+    answers that one, 201 with ``Idempotent-Replayed: true``.
     """
     services = current_app.extensions["cortex"]
+    key = idempotency_key()
     body = read_json_body()
     now = datetime.now(UTC)
     try:
-        commitment = commit(services, body, now)
+        commitment, created = commit(services, body, now, key)
     except CommitmentInvalid as exc:
         raise ApiError(400, str(exc)) from None
     except CommitmentRefused as exc:
         raise ApiError(409, str(exc)) from None
+    except IdempotencyConflict as exc:
+        raise ApiError(422, str(exc), "cortex.idempotency_key_reused") from None
+    except (CommitmentLockTimeout, CommitmentTimedOut) as exc:
+        raise ApiError(503, str(exc), "cortex.commitment_budget") from None
     except SchedulingFailed as exc:
         raise ApiError(503, f"scheduler unavailable: {exc.detail}") from None
     except KnowledgeUnavailable as exc:
         raise ApiError(503, f"knowledge unavailable: {exc}") from None
-    except SQLAlchemyError as exc:
-        raise ApiError(503, f"database unreachable: {type(exc).__name__}") from None
+    except DataError as exc:
+        raise ApiError(400, f"the database refused a value: {exc.orig}") from None
     document = commitment_document(commitment, services.knowledge.view().hosts, now)
-    return jsonify(document), 201
+    response = jsonify(document)
+    response.status_code = 201
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
 
 
 def _stored():
-    """Every stored commitment and the view's hosts; 503 when the database fails."""
+    """Every stored commitment and the view's hosts; 503 when either is unavailable."""
     services = current_app.extensions["cortex"]
+    with services.engine.connect() as connection:
+        found = list_commitments(connection)
     try:
-        with services.engine.connect() as connection:
-            found = list_commitments(connection)
         hosts = services.knowledge.view().hosts
-    except (SQLAlchemyError, KnowledgeUnavailable) as exc:
-        raise ApiError(503, f"database unreachable: {type(exc).__name__}") from None
+    except KnowledgeUnavailable as exc:
+        raise ApiError(503, f"knowledge unavailable: {exc}") from None
     return found, hosts
 
 
@@ -125,11 +148,8 @@ def show_commitment(commitment_id: str):
 
 def remove_commitment(commitment_id: str):
     """``DELETE /v1/commitments/<id>``: 204; its room is free from the next view on."""
-    try:
-        with current_app.extensions["cortex"].engine.begin() as connection:
-            gone = delete_commitment(connection, commitment_id)
-    except SQLAlchemyError as exc:
-        raise ApiError(503, f"database unreachable: {type(exc).__name__}") from None
+    with current_app.extensions["cortex"].engine.begin() as connection:
+        gone = delete_commitment(connection, commitment_id)
     if not gone:
         raise ApiError(404, f"no commitment {commitment_id}")
     return "", 204

@@ -153,9 +153,16 @@ class RequestValidator:
     def commitment_errors(self, body: object) -> list[str]:
         """Why ``body`` is not a ``CommitmentCreate`` (``POST /v1/commitments``); ``[]`` if it is.
 
-        Same message format as :meth:`errors`.
+        Same message format as :meth:`errors`. Besides the schema (whose patterns refuse
+        control characters in the texts), a lone surrogate in ``project_id``,
+        ``availability_zone`` or ``description`` is refused: UTF-8, and so PostgreSQL
+        and every reader of the stored commitment, cannot hold it.
         """
-        return _messages(self._commitment.iter_errors(body)) or poison_errors(body)
+        found = _messages(self._commitment.iter_errors(body)) or poison_errors(body)
+        if found or not isinstance(body, dict):
+            return found
+        return [f"{key}: {error}" for key in ("project_id", "availability_zone", "description")
+                if isinstance(body.get(key), str) and (error := name_error(body[key]))]
 
     def extender_errors(self, schema: str, body: object) -> list[str]:
         """Why ``body`` is not kube-scheduler's ``schema``; ``[]`` if it is.

@@ -316,8 +316,8 @@ def with_services(conf: config.Config, work):
 def commitments_create(conf: config.Config, args) -> int:
     """Place a commitment through the pipelines and store it; print it (``-f`` as lists)."""
     from cortex.api.commitments import commit
-    from cortex.simulator.commitments import CommitmentRefused
-    from cortex.store.commitments import commitment_document
+    from cortex.simulator.commitments import CommitmentRefused, CommitmentTimedOut
+    from cortex.store.commitments import CommitmentLockTimeout, commitment_document
 
     body = {"project_id": args.project, "availability_zone": args.availability_zone,
             "vcpus": args.vcpus, "memory_mb": args.memory_mb, "gpus": args.gpus,
@@ -329,8 +329,8 @@ def commitments_create(conf: config.Config, args) -> int:
 
     def work(services):
         try:
-            made = commit(services, body, now)
-        except CommitmentRefused as exc:
+            made, _ = commit(services, body, now)
+        except (CommitmentRefused, CommitmentTimedOut, CommitmentLockTimeout) as exc:
             raise CommandError(str(exc), 1) from None
         return commitment_document(made, services.knowledge.view().hosts, now)
 

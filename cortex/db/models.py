@@ -664,8 +664,10 @@ class Commitment(Base):
     The shape is ``vcpus`` (dedicated CPUs when ``gpus``), ``memory_mb`` and ``gpus``
     passthrough GPUs of one of ``products`` (PCI product ids; empty: any), one NVLink
     set each where the fleet has them; ``availability_zone`` where; ``start_at`` and
-    ``end_at`` (UTC) when. Placed through the pipelines when created (revision 0008);
-    its room is in ``commitment_holds``.
+    ``end_at`` (UTC, years 1970-9999) when. Placed through the pipelines when created
+    (revision 0008); its room is in ``commitment_holds``. ``idempotency_key`` and
+    ``request_digest`` (revision 0016): the ``Idempotency-Key`` header and the body's
+    SHA-256 of the POST that created it, so that a retry answers this one.
     """
 
     __tablename__ = "commitments"
@@ -682,6 +684,8 @@ class Commitment(Base):
     end_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     description: Mapped[str | None] = mapped_column(String(255))
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), index=True, unique=True)
+    request_digest: Mapped[str | None] = mapped_column(String(64))
 
 
 class CommitmentHold(Base):

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 from cortex.knowledge.reservations import Reservation
 
@@ -89,6 +90,51 @@ class Commitment:
         if now < self.start_at:
             return "pending"
         return "active" if now < self.end_at else "expired"
+
+
+#: The earliest and latest times a commitment may start or end (UTC): what PostgreSQL's
+#: ``timestamptz`` and Python's ``datetime`` (so every reader: the knowledge load, the
+#: API, the CLI) both hold. PostgreSQL also holds years before 1 and after 9999.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+
+
+def parse_time(text: str, name: str) -> datetime:
+    """An ISO 8601 time (no zone: UTC) as UTC within :data:`EARLIEST`..:data:`LATEST`.
+
+    ValueError naming ``name`` for a text that is not ISO 8601, or a time outside the
+    range once its offset is applied (``0001-01-01T00:00:00+14:00`` is in year 0 UTC,
+    ``9999-12-31T23:59:59-14:00`` in year 10000).
+    """
+    try:
+        value = datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{name}: {text!r} is not an ISO 8601 time") from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:  # beyond year 1..9999 once the offset is applied
+        utc = None
+    if utc is None or not EARLIEST <= utc <= LATEST:
+        raise ValueError(f"{name}: {text!r} is outside {EARLIEST:%Y-%m-%d} to "
+                         f"{LATEST:%Y-%m-%d} (UTC)")
+    return utc
+
+
+def commitment_spec(body: Mapping[str, Any], now: datetime) -> Commitment:
+    """What a schema-valid ``CommitmentCreate`` body asks for: no id and no holds yet.
+
+    ``start_at`` defaults to ``now``; times as :func:`parse_time` reads them (its
+    ValueError); product ids lower-cased; JSON Schema's integers (``8.0`` among them)
+    made ints.
+    """
+    return Commitment(
+        "", body["project_id"], body.get("availability_zone"), int(body["vcpus"]),
+        int(body["memory_mb"]), int(body.get("gpus", 0)),
+        tuple(p.lower() for p in body.get("products") or ()), int(body["count"]),
+        parse_time(body["start_at"], "start_at") if body.get("start_at") else now,
+        parse_time(body["end_at"], "end_at"), now, body.get("description"))
 
 
 def free_holds(commitment: Commitment, hosts: Mapping[str, object]) -> list[Hold]:

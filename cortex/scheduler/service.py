@@ -133,7 +133,9 @@ class RunOptions:
     multiplier (:func:`cortex.pipeline.overrides.with_overrides`); ``now``: the time the
     reservations are judged at (None: the clock; the simulator's own time otherwise);
     ``holds``: more room counted as used, as in-flight reservations are (a commitment's
-    instances placed so far while it is placed).
+    instances placed so far while it is placed); ``commitments``: the committed
+    reservations whose room counts, instead of the view's (None): a commitment being
+    placed counts the ones stored when it took the commitments' lock.
     """
 
     promise: bool = True
@@ -144,6 +146,7 @@ class RunOptions:
     multipliers: Mapping[str, float] = field(default_factory=lambda: EMPTY)
     now: datetime | None = None
     holds: tuple[Reservation, ...] = ()
+    commitments: tuple[Any, ...] | None = None
 
     @property
     def overrides(self) -> dict[str, Any]:
@@ -160,12 +163,13 @@ def simulation(pipeline: str | None = None,
                step_options: Mapping[str, Mapping[str, Any]] | None = None,
                multipliers: Mapping[str, float] | None = None, record: bool = False,
                promise: bool = False, now: datetime | None = None,
-               holds: tuple[Reservation, ...] = ()) -> RunOptions:
+               holds: tuple[Reservation, ...] = (),
+               commitments: tuple[Any, ...] | None = None) -> RunOptions:
     """The RunOptions of a simulation: nothing promised, recorded only when asked."""
     return RunOptions(promise=promise, record=record, simulated=True, pipeline=pipeline,
                       step_options=MappingProxyType(dict(step_options or {})),
                       multipliers=MappingProxyType(dict(multipliers or {})), now=now,
-                      holds=holds)
+                      holds=holds, commitments=commitments)
 
 
 #: The host the warm-up rehearses a promise on (rolled back) to open a store connection.
@@ -314,7 +318,8 @@ class SchedulerService:
             except KnowledgeUnavailable as exc:
                 raise _Failure(503, f"knowledge unavailable: {exc}") from None
             now = options.now or datetime.now(UTC)
-            overlaid = self._with_reservations(request, view, now, options.holds)
+            overlaid = self._with_reservations(request, view, now, options.holds,
+                                               options.commitments)
             try:
                 result = run_pipeline(pipeline, request, overlaid,
                                       self.settings.unknown_host_policy,
@@ -335,21 +340,22 @@ class SchedulerService:
                 and promises(request))
 
     def _with_reservations(self, request: SchedulingRequest, view: KnowledgeView,
-                           now: datetime, holds: tuple[Reservation, ...] = ()
-                           ) -> KnowledgeView:
+                           now: datetime, holds: tuple[Reservation, ...] = (),
+                           commitments: tuple[Any, ...] | None = None) -> KnowledgeView:
         """``view`` with the in-flight reservations counted (Nova only; ``view`` when none).
 
-        Also counted: other projects' committed room (:mod:`cortex.knowledge.commitments`)
-        and ``holds``. A database failure reading the reservations is logged and the call
-        goes on without them, as the knowledge view itself keeps serving through an
-        outage. Reading the table (when the feed does not listen) may take
-        :data:`READ_SHARE` of the call's budget at most, so that a database that hangs
-        leaves the pipeline and the promise their time.
+        Also counted: other projects' committed room (:mod:`cortex.knowledge.commitments`;
+        ``commitments``, or the view's when None) and ``holds``. A database failure
+        reading the reservations is logged and the call goes on without them, as the
+        knowledge view itself keeps serving through an outage. Reading the table (when
+        the feed does not listen) may take :data:`READ_SHARE` of the call's budget at
+        most, so that a database that hangs leaves the pipeline and the promise their
+        time.
         """
         if not isinstance(request, NovaRequest):
             return view
-        active = [*holds, *counted_holds(view.commitments, view.hosts, request.project_id,
-                                         now)]
+        committed = view.commitments if commitments is None else commitments
+        active = [*holds, *counted_holds(committed, view.hosts, request.project_id, now)]
         if self.reservations is not None and self.settings.reservation_ttl:
             budget = self.settings.request_time_budget or NO_BUDGET_WAIT
             try:

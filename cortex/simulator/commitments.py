@@ -12,14 +12,24 @@ never one the scheduler itself would refuse. Each instance's hold is the request
 resources on the first host of the answer and the GPUs nova-compute would hand it there
 (:func:`cortex.scheduler.promise.predicted_gpus`). All or nothing: when an instance
 finds no host, :class:`CommitmentRefused` says how many fitted.
+
+:func:`commit` is the write: in one transaction it takes the commitments' write lock
+(:func:`cortex.store.commitments.lock_commitments`), reads the stored commitments (a
+worker's view may not carry one another worker just stored), places against them and
+stores the result, so concurrent commitments never count the same room twice. An
+``Idempotency-Key`` makes a retried create answer the commitment it created.
 """
 
 from __future__ import annotations
 
+import time
 import uuid as uuidlib
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from types import MappingProxyType
+
+from sqlalchemy import Engine
 
 from cortex.knowledge.commitments import Commitment, Hold, counted_holds
 from cortex.knowledge.reservations import Reservation, with_reservations
@@ -28,6 +38,12 @@ from cortex.scheduler.promise import predicted_gpus
 from cortex.scheduler.service import SchedulerService, SchedulingFailed, simulation
 from cortex.simulator.replay import request_body
 from cortex.simulator.trace import TraceRequest
+from cortex.store.commitments import (
+    list_commitments,
+    lock_commitments,
+    save_commitment,
+    stored_by_key,
+)
 
 
 class CommitmentRefused(Exception):
@@ -38,10 +54,61 @@ class CommitmentInvalid(ValueError):
     """What was asked is not a commitment (an API 400, exit status 2); the message says why."""
 
 
-def place(scheduler: SchedulerService, spec: Commitment, now: datetime) -> Commitment:
+class CommitmentTimedOut(Exception):
+    """Placing every instance took longer than the caller's budget; nothing was stored (503)."""
+
+
+class IdempotencyConflict(Exception):
+    """An Idempotency-Key already created a commitment from another body (422)."""
+
+
+#: Seconds of the budget left for storing the commitment once its instances are placed.
+STORE_MARGIN = 0.2
+
+
+def commit(scheduler: SchedulerService, engine: Engine, spec: Commitment, now: datetime,
+           idempotency_key: str | None = None, request_digest: str | None = None,
+           budget: float | None = None) -> tuple[Commitment, bool]:
+    """Place ``spec`` and store it in one transaction under the commitments' lock.
+
+    Returns ``(commitment, created)``: ``created`` False when ``idempotency_key``
+    (the create's ``Idempotency-Key``) already created one from a body of the same
+    ``request_digest`` (that one is returned, nothing placed). ``budget``: seconds the
+    whole write may take (None: no limit): the lock is waited for within it, and the
+    placement stops :data:`STORE_MARGIN` s before its end.
+
+    Raises CommitmentRefused (not every instance fits, nothing stored),
+    CommitmentTimedOut, IdempotencyConflict (the key was used with another body),
+    :class:`cortex.store.commitments.CommitmentLockTimeout`, ValueError (see
+    :func:`place`), SchedulingFailed and SQLAlchemyError.
+    """
+    until = None if budget is None else time.monotonic() + budget
+    with engine.begin() as connection:
+        lock_commitments(connection, None if until is None
+                         else max(until - time.monotonic() - STORE_MARGIN, 0.001))
+        if idempotency_key is not None:
+            found = stored_by_key(connection, idempotency_key)
+            if found is not None:
+                if found[1] != request_digest:
+                    raise IdempotencyConflict(
+                        f"Idempotency-Key {idempotency_key!r} created commitment "
+                        f"{found[0].id} from another body")
+                return found[0], False
+        commitment = place(scheduler, spec, now, list_commitments(connection),
+                           None if until is None else until - STORE_MARGIN)
+        save_commitment(connection, commitment, idempotency_key, request_digest)
+    return commitment, True
+
+
+def place(scheduler: SchedulerService, spec: Commitment, now: datetime,
+          commitments: Sequence[Commitment] | None = None,
+          until: float | None = None) -> Commitment:
     """``spec`` (a commitment without id and holds yet) placed: its id, a hold per instance.
 
-    CommitmentRefused when an instance finds no room.
+    ``commitments``: the stored commitments whose room counts (None: the view's);
+    ``until``: the ``time.monotonic()`` by which every instance must be placed (None:
+    no limit), else CommitmentTimedOut. CommitmentRefused when an instance finds no
+    room.
 
     Raises ValueError for a spec that cannot be a commitment (end before start, no
     hosts in the zone) and SchedulingFailed when the scheduler cannot answer (503).
@@ -59,16 +126,21 @@ def place(scheduler: SchedulerService, spec: Commitment, now: datetime) -> Commi
     commitment_id = str(uuidlib.uuid4())
     # Asked as the owner (tenant isolation and allowed projects apply as to its VMs),
     # so the scheduler counts the other projects' room; the owner's own is added here.
-    own = counted_holds([c for c in view.commitments if c.project_id == spec.project_id],
+    stored = tuple(view.commitments if commitments is None else commitments)
+    own = counted_holds([c for c in stored if c.project_id == spec.project_id],
                         view.hosts, None, now)
-    others = counted_holds(view.commitments, view.hosts, spec.project_id, now)
+    others = counted_holds(stored, view.hosts, spec.project_id, now)
     holds: list[Hold] = []
     placed: list[Reservation] = []
     for index in range(spec.count):
+        if until is not None and time.monotonic() > until:
+            raise CommitmentTimedOut(
+                f"{index} of {spec.count} instances were placed within the request "
+                "budget; nothing was committed (commit fewer instances at a time)")
         request = _request(spec, f"{commitment_id}-{index}", entries, weights)
         try:
-            decision = scheduler.schedule(request, simulation(now=now,
-                                                              holds=(*own, *placed)))
+            decision = scheduler.schedule(request, simulation(
+                now=now, holds=(*own, *placed), commitments=stored))
         except SchedulingFailed as exc:
             if exc.status == 503:
                 raise

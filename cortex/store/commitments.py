@@ -4,6 +4,11 @@ A commitment and its holds are written in one transaction with a knowledge-versi
 bump, so every API worker's next view carries it (``KnowledgeView.commitments``) and
 the scheduler counts its room from then on; a delete frees the room the same way.
 Reading goes through :func:`cortex.knowledge.loader.read_commitments`, the loader's own.
+
+Placing and storing a commitment happen under :func:`lock_commitments`, so that two
+placements never count the same free room: the placement reads the stored
+commitments inside the lock (not a worker's view, which may be a version behind) and
+the lock is held until the rows are committed.
 """
 
 from __future__ import annotations
@@ -11,7 +16,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, text, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from cortex.db import models
@@ -19,16 +25,79 @@ from cortex.knowledge.commitments import Commitment, free_holds
 from cortex.knowledge.loader import read_commitments
 from cortex.store.version import bump_version
 
+#: PostgreSQL's SQLSTATE for a lock not granted within ``lock_timeout``.
+LOCK_NOT_AVAILABLE = "55P03"
 
-def save_commitment(connection: Connection, commitment: Commitment) -> None:
-    """Insert ``commitment`` and its holds and move the knowledge version (caller's transaction)."""
+
+#: The advisory lock of commitment writes: (namespace, key), apart from the host locks of
+#: the reservation store (:data:`cortex.store.reservations.LOCK_NAMESPACE`) and the sync's.
+LOCK_KEY = (0x434F5243 & 0x7FFFFFFF, 1)  # "CORC": Cortex commitments
+
+
+class CommitmentLockTimeout(Exception):
+    """Another commitment held the write lock longer than the caller could wait (503)."""
+
+
+def lock_commitments(connection: Connection, timeout: float | None = None) -> None:
+    """Hold the lock of every commitment write until the caller's transaction ends.
+
+    PostgreSQL: a transaction-level advisory lock, waited for at most ``timeout`` s
+    (``lock_timeout``; None: as the connection's own setting), else
+    :class:`CommitmentLockTimeout`. SQLite: the database's write lock, taken by a write
+    that changes nothing (its busy timeout bounds the wait). Must be the transaction's
+    first statement on SQLite, where a transaction that read first may not write.
+    """
+    if connection.dialect.name != "postgresql":
+        table = models.KnowledgeVersion.__table__
+        connection.execute(update(table).where(table.c.id == 1).values(version=table.c.version))
+        return
+    if timeout is not None:
+        milliseconds = max(1, int(timeout * 1000))
+        connection.execute(text(f"SET LOCAL lock_timeout = {milliseconds}"))
+    try:
+        connection.execute(text("SELECT pg_advisory_xact_lock(:namespace, :key)"),
+                           {"namespace": LOCK_KEY[0], "key": LOCK_KEY[1]})
+    except OperationalError as exc:
+        if getattr(exc.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+            raise
+        raise CommitmentLockTimeout(  # the transaction is aborted: the caller's rolls back
+            f"another commitment was being placed for longer than {timeout:g} s") from None
+    if timeout is not None:
+        connection.execute(text("SET LOCAL lock_timeout = DEFAULT"))
+
+
+def stored_by_key(connection: Connection, key: str) -> tuple[Commitment, str | None] | None:
+    """The commitment a POST with Idempotency-Key ``key`` created, and its body's digest.
+
+    None when no stored commitment has that key (or it was deleted since).
+    """
+    table = models.Commitment.__table__
+    found = connection.execute(select(table.c.id, table.c.request_digest)
+                               .where(table.c.idempotency_key == key)).first()
+    if found is None:
+        return None
+    for commitment in list_commitments(connection):
+        if commitment.id == found.id:
+            return commitment, found.request_digest
+    return None
+
+
+def save_commitment(connection: Connection, commitment: Commitment,
+                    idempotency_key: str | None = None,
+                    request_digest: str | None = None) -> None:
+    """Insert ``commitment`` and its holds and move the knowledge version (caller's transaction).
+
+    ``idempotency_key`` and ``request_digest``: the creating POST's key and body digest
+    (:func:`stored_by_key`), None for one made without a key.
+    """
     connection.execute(insert(models.Commitment.__table__).values(
         id=commitment.id, project_id=commitment.project_id,
         availability_zone=commitment.availability_zone, vcpus=commitment.vcpus,
         memory_mb=commitment.memory_mb, gpus=commitment.gpus,
         products=list(commitment.products), count=commitment.count,
         start_at=commitment.start_at, end_at=commitment.end_at,
-        created_at=commitment.created_at, description=commitment.description))
+        created_at=commitment.created_at, description=commitment.description,
+        idempotency_key=idempotency_key, request_digest=request_digest))
     if commitment.holds:
         connection.execute(insert(models.CommitmentHold.__table__), [{
             "id": h.id, "commitment_id": h.commitment_id, "host": h.host,
