@@ -261,7 +261,9 @@ def create_app(conf: Config, engine: Engine | None = None,
                                check_timeout=conf.get("database", "check_timeout"),
                                max_retry=conf.get("database", "max_retry_interval"),
                                kubernetes_nodes=conf.get("kubernetes", "nodes_from_reports"),
-                               request_sizes=learns_sizes(pipelines))
+                               request_sizes=learns_sizes(pipelines),
+                               on_skipped=lambda table, rows:
+                               app_metrics.knowledge_rows_skipped.labels(table).inc(rows))
     app_metrics.add_scrape_collector(KnowledgeCollector(
         knowledge, partial(sync_ages, engine), EnergySettings.from_conf(conf),
         host_utilization=conf.get("api", "export_host_utilization")))

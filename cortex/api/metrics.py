@@ -64,6 +64,12 @@ class ApiMetrics:
         self.decision_queue_depth = Gauge(
             "cortex_decision_queue_depth", "Decision records waiting to be written.",
             registry=self.registry, multiprocess_mode="livesum")
+        self.knowledge_rows_skipped = Counter(
+            "cortex_knowledge_rows_skipped",
+            "Rows a knowledge load could not read and left out, by table, counted at each "
+            "load of a view (a row that stays unreadable is counted again at the next "
+            "version); the service log names each row's key.",
+            ("table",), registry=self.registry)
 
     def add_scrape_collector(self, collector: Any) -> None:
         """Add a collector evaluated at scrape time in the answering worker.

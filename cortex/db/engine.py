@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg.adapt
 import psycopg.types.json
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -107,6 +108,7 @@ def make_engine(url: str, connect_timeout: int = 3, limits: ConnectionLimits | N
         guard_engine(engine, ping=ping)
         if orjson is not None:
             event.listen(engine, "connect", _read_json_fast)
+        event.listen(engine, "connect", _read_times_bounded)
     return engine
 
 
@@ -153,6 +155,56 @@ def loads_json(data: Any) -> Any:
 def _read_json_fast(dbapi_connection, _record) -> None:
     """Have psycopg read json/jsonb with :func:`loads_json` on a new connection."""
     psycopg.types.json.set_json_loads(loads_json, dbapi_connection)
+
+
+class UnreadableTime:
+    """A stored time Python's ``datetime`` cannot hold (before year 1 or after 9999, UTC).
+
+    What psycopg reads in its place, instead of failing the whole result: ``text`` is
+    PostgreSQL's. Not a datetime, so a reader that needs the time refuses it (the
+    knowledge loader skips the row, :mod:`cortex.knowledge.loader`).
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"UnreadableTime({self.text!r})"
+
+
+class _BoundedTimeLoader(psycopg.adapt.Loader):
+    """psycopg's own (C) loader of a date/time type, and UnreadableTime for the rest.
+
+    What the C loader refuses as beyond Python's range becomes an
+    :class:`UnreadableTime`; the wrapper costs about 0.6 us a value.
+    """
+
+    def __init__(self, oid: int, context: Any = None) -> None:
+        super().__init__(oid, context)
+        self._load = psycopg.adapters.get_loader(oid, self.format)(oid, context).load
+
+    def load(self, data: Any) -> Any:
+        try:
+            return self._load(data)
+        except psycopg.DataError:
+            return UnreadableTime(bytes(data).decode(errors="replace"))
+
+
+class _BoundedTimeBinaryLoader(_BoundedTimeLoader):
+    format = psycopg.pq.Format.BINARY
+
+
+def _read_times_bounded(dbapi_connection, _record) -> None:
+    """Read timestamps and dates beyond Python's years as :class:`UnreadableTime`.
+
+    PostgreSQL holds years 4713 BC to 294276 AD; one such value in a result would
+    otherwise fail the whole result with DataError.
+    """
+    for name in ("timestamptz", "timestamp", "date"):
+        dbapi_connection.adapters.register_loader(name, _BoundedTimeLoader)
+        dbapi_connection.adapters.register_loader(name, _BoundedTimeBinaryLoader)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

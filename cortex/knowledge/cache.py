@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 
 from cortex.db import guard
 from cortex.knowledge.loader import load_view, read_version
@@ -31,6 +31,19 @@ MIN_PAUSE = 0.5
 
 class KnowledgeUnavailable(RuntimeError):
     """No usable knowledge view; the message says why (answered with 503)."""
+
+
+def unreachable(exc: SQLAlchemyError) -> bool:
+    """Whether ``exc`` says the database did not answer, rather than refused what was read.
+
+    Connection and server-side timeout errors (OperationalError, InterfaceError, a
+    connection the pool invalidated, :class:`cortex.db.guard.DatabaseUnavailable`) are
+    the database being away; a DataError, ProgrammingError or IntegrityError is a
+    database that answered.
+    """
+    if isinstance(exc, guard.DatabaseUnavailable | OperationalError | InterfaceError):
+        return True
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
 
 
 class KnowledgeCache:
@@ -54,7 +67,15 @@ class KnowledgeCache:
 
     ``kubernetes_nodes``: report-only hosts join the view as Kubernetes nodes;
     ``request_sizes``: the view counts the recorded GPU creates' sizes
-    (:func:`cortex.knowledge.loader.load_view`).
+    (:func:`cortex.knowledge.loader.load_view`); ``on_skipped(table, rows)`` is called
+    for each table with rows a load left out (the API's
+    ``cortex_knowledge_rows_skipped_total``).
+
+    A database that answers but whose knowledge cannot be read (a DataError, or a
+    reader's error on a row the loader does not guard) is not a database that is
+    down: the last view keeps serving, ``last_error`` says "knowledge unreadable", the
+    database is not marked down for the request path, and checks back off as for an
+    outage.
 
     ``background``: a daemon thread per worker process checks the version on its own
     schedule (every ``interval`` s, at least every :data:`MIN_PAUSE` s apart), with or
@@ -72,8 +93,10 @@ class KnowledgeCache:
                  network_keys: MetadataKeys | None = None, background: bool = False,
                  check_timeout: float = 2.0, max_retry: float = MAX_BACKOFF,
                  jitter: Callable[[], float] = random.random,
-                 kubernetes_nodes: bool = False, request_sizes: bool = False) -> None:
+                 kubernetes_nodes: bool = False, request_sizes: bool = False,
+                 on_skipped: Callable[[str, int], None] | None = None) -> None:
         self._engine = engine
+        self._on_skipped = on_skipped
         self._kubernetes_nodes = kubernetes_nodes
         self._request_sizes = request_sizes
         self._health = guard.health(engine) if isinstance(engine, Engine) else guard.Health()
@@ -245,6 +268,12 @@ class KnowledgeCache:
                     self._view = view
                 LOG.info("knowledge view loaded: version %d, %d hosts",
                          view.version, len(view.hosts))
+                if view.skipped_rows:
+                    LOG.warning("knowledge view %d left out unreadable rows: %s", view.version,
+                                ", ".join(f"{t} {n}" for t, n in view.skipped_rows.items()))
+                    for table, rows in view.skipped_rows.items():
+                        if self._on_skipped is not None:
+                            self._on_skipped(table, rows)
                 settle_garbage_collector()
             self.checked_at = self._clock()
             if self._failures:
@@ -254,19 +283,28 @@ class KnowledgeCache:
             self._retry_in = None
             self._health.mark_up()
         except SQLAlchemyError as exc:
-            self._failures += 1
-            self.last_error = f"database unreachable: {type(exc).__name__}"
-            self._health.mark_down(self.last_error)
-            base = min(self._max_retry, max(self._interval, 0.1) * 2 ** self._failures)
-            backoff = base * (1 - self._jitter() / 2)
-            self._next_check = self._clock() + backoff
-            self._retry_in = backoff
-            LOG.warning("knowledge refresh failed (%s); next try in %.1f s",
-                        type(exc).__name__, backoff)
+            self._failed(f"database unreachable: {type(exc).__name__}" if unreachable(exc)
+                         else f"knowledge unreadable: {type(exc).__name__}",
+                         down=unreachable(exc))
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            LOG.exception("knowledge load failed on what it read")
+            self._failed(f"knowledge unreadable: {type(exc).__name__}", down=False)
         finally:
             self._lock.release()
             with self._progress:
                 self._progress.notify_all()
+
+    def _failed(self, why: str, down: bool) -> None:
+        """A check that failed (``why``): back off; ``down``: the database did not answer."""
+        self._failures += 1
+        self.last_error = why
+        if down:
+            self._health.mark_down(why)
+        base = min(self._max_retry, max(self._interval, 0.1) * 2 ** self._failures)
+        backoff = base * (1 - self._jitter() / 2)
+        self._next_check = self._clock() + backoff
+        self._retry_in = backoff
+        LOG.warning("knowledge refresh failed (%s); next try in %.1f s", why, backoff)
 
 
 def _check_forever(ref: weakref.ref, wake: threading.Event, stopped: threading.Event) -> None:

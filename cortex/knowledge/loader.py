@@ -1,8 +1,16 @@
-"""Build a KnowledgeView from the knowledge tables (a handful of queries, no per-host ones)."""
+"""Build a KnowledgeView from the knowledge tables (a handful of queries, no per-host ones).
+
+One bad row never takes the view down: a row the load cannot read (a time beyond
+Python's years 1..9999, a JSON fact of the wrong shape, a missing key) is left out,
+counted per table in the view's ``skipped_rows`` and logged with its key, and the view
+is built from the rest (:class:`Skips`). The write paths bound what they store so that
+no such row is written; this is for rows written by hand or by an older release.
+"""
 
 from __future__ import annotations
 
 import gc
+import logging
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -36,6 +44,22 @@ from cortex.knowledge.view import (
 )
 
 _IN_LIST_LIMIT = 500  # more changed hosts than this: read all reports at once
+LOG = logging.getLogger(__name__)
+#: What reading a row can raise when a stored value is not what the reader expects.
+ROW_ERRORS = (ValueError, TypeError, KeyError, AttributeError, OverflowError, IndexError)
+
+
+class Skips:
+    """The rows one load left out: ``counts`` ``{table: rows}``, each logged with its key."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def skip(self, table: str, key: object, error: BaseException) -> None:
+        """Count a row of ``table`` that could not be read and log it (WARNING)."""
+        self.counts[table] = self.counts.get(table, 0) + 1
+        LOG.warning("knowledge load: %s row %s skipped: %s: %s", table, key,
+                    type(error).__name__, str(error)[:200])
 
 
 def read_version(bind: Engine | Connection) -> int:
@@ -84,6 +108,7 @@ def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
                network_keys: MetadataKeys | None, kubernetes_nodes: bool,
                request_sizes: bool = False) -> KnowledgeView:
     """:func:`load_view`, with the collector paused."""
+    skips = Skips()
     with Session(bind) as session, session.begin_nested() if isinstance(
             bind, Connection) else session.begin():
         version = session.execute(
@@ -91,25 +116,26 @@ def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
         ).scalar() or 0
         aggregates = session.scalars(
             select(models.Aggregate).options(selectinload(models.Aggregate.hosts))).all()
-        nodes = _nodes(session)
+        nodes = _nodes(session, skips)
         pools = session.scalars(select(models.StoragePool)).all()
         topologies = _topologies(
             session, None if kubernetes_nodes else {row.host for row in nodes}, nodes, previous)
-        by_host = _aggregates_by_host(aggregates)
+        by_host = _aggregates_by_host(aggregates, skips)
         stored = read_topologies(session)
-        commitments = read_commitments(session)
+        commitments = read_commitments(session, skips)
         sizes = read_request_sizes(session) if request_sizes else MappingProxyType({})
         return KnowledgeView(
             version=int(version),
             loaded_at=datetime.now(UTC),
             hosts=_hosts(nodes, by_host, topologies, _kubernetes_labels(session)
                          if kubernetes_nodes else None),
-            pools=_pools(pools),
+            pools=_pools(pools, skips),
             network=build_topology(by_host, stored.get(SOURCE_FILE),
                                    network_keys or MetadataKeys(),
                                    stored.get(SOURCE_PROMETHEUS)),
             commitments=commitments,
             gpu_request_sizes=sizes,
+            skipped_rows=MappingProxyType(skips.counts),
         )
 
 
@@ -148,40 +174,85 @@ def _kubernetes_labels(session: Session) -> dict[str, dict[str, str]]:
         select(table.c.name, table.c.labels))}
 
 
-def read_commitments(session: Session) -> tuple[Commitment, ...]:
-    """Every commitment with its holds (expired ones too: they hold nothing)."""
+def read_commitments(session: Session, skips: Skips | None = None
+                     ) -> tuple[Commitment, ...]:
+    """Every commitment with its holds (expired ones too: they hold nothing).
+
+    A row that cannot be read is left out (``skips``, default: a new one); a commitment
+    with a hold that cannot be read is left out whole, as a commitment without a hold
+    would promise less than it says.
+    """
+    skips = skips or Skips()
     holds: dict[str, list[Hold]] = {}
+    broken: set[str] = set()
     table = models.CommitmentHold.__table__
     for row in session.execute(select(table).order_by(table.c.id)):
-        holds.setdefault(row.commitment_id, []).append(Hold(
-            row.id, row.commitment_id, row.host, MappingProxyType(dict(row.resources)),
-            tuple(row.gpus), row.baseline, row.instance_uuid))
+        try:
+            holds.setdefault(row.commitment_id, []).append(Hold(
+                row.id, row.commitment_id, _text(row.host),
+                MappingProxyType({_text(k): int(v) for k, v in dict(row.resources).items()}),
+                tuple(_text(g) for g in row.gpus), int(row.baseline), row.instance_uuid))
+        except ROW_ERRORS as error:
+            skips.skip("commitment_holds", row.id, error)
+            broken.add(row.commitment_id)
     table = models.Commitment.__table__
-    return tuple(Commitment(
-        row.id, row.project_id, row.availability_zone, row.vcpus, row.memory_mb, row.gpus,
-        tuple(row.products), row.count, _utc(row.start_at), _utc(row.end_at),
-        _utc(row.created_at), row.description, tuple(holds.get(row.id, ())))
-        for row in session.execute(select(table).order_by(table.c.created_at, table.c.id)))
+    found = []
+    for row in session.execute(select(table).order_by(table.c.created_at, table.c.id)):
+        try:
+            if row.id in broken:
+                raise ValueError("one of its holds could not be read")
+            found.append(Commitment(
+                row.id, row.project_id, row.availability_zone, row.vcpus, row.memory_mb,
+                row.gpus, tuple(_text(p) for p in row.products), row.count,
+                _utc(row.start_at), _utc(row.end_at), _utc(row.created_at),
+                row.description, tuple(holds.get(row.id, ()))))
+        except ROW_ERRORS as error:
+            skips.skip("commitments", row.id, error)
+    return tuple(found)
 
 
-def _utc(value: datetime) -> datetime:
-    """A stored time as timezone-aware UTC (SQLite hands back naive times)."""
+def _utc(value: object) -> datetime:
+    """A stored time as timezone-aware UTC (SQLite hands back naive times).
+
+    TypeError for what is not a time: a NULL, or a time beyond Python's years
+    (:class:`cortex.db.engine.UnreadableTime`).
+    """
+    if not isinstance(value, datetime):
+        raise TypeError(f"not a time: {value!r}")
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def _aggregates_by_host(rows) -> dict[str, list[Aggregate]]:
-    """``{host: [Aggregate]}`` from aggregate rows with their members loaded."""
+def _text(value: object) -> str:
+    """A stored JSON string; TypeError for another JSON value."""
+    if not isinstance(value, str):
+        raise TypeError(f"not a string: {value!r}")
+    return value
+
+
+def _aggregates_by_host(rows, skips: Skips) -> dict[str, list[Aggregate]]:
+    """``{host: [Aggregate]}`` from aggregate rows with their members loaded.
+
+    An aggregate whose metadata is not a JSON object is left out (``skips``).
+    """
     by_host: dict[str, list[Aggregate]] = defaultdict(list)
     for row in rows:
-        aggregate = Aggregate(row.uuid, row.name, row.availability_zone,
-                              MappingProxyType(dict(row.metadata_ or {})))
+        try:
+            aggregate = Aggregate(row.uuid, row.name, row.availability_zone,
+                                  MappingProxyType(dict(row.metadata_ or {})))
+        except ROW_ERRORS as error:
+            skips.skip("aggregates", row.uuid, error)
+            continue
         for member in row.hosts:
             by_host[member.host].append(aggregate)
     return by_host
 
 
 class _NodeRow(NamedTuple):
-    """A ``compute_nodes`` row with its JSON columns parsed and its inventories."""
+    """A ``compute_nodes`` row with its JSON columns parsed and its inventories.
+
+    ``features`` ``{name: float}``, ``instances`` and ``migrations`` the summaries of
+    the row's own JSON (:func:`_row_facts`).
+    """
 
     host: str
     node: str
@@ -194,21 +265,22 @@ class _NodeRow(NamedTuple):
     up: bool
     disabled_reason: str | None
     traits: frozenset[str]
-    features: dict
-    cpu_features: list
-    instances: list
-    migrations: list
+    features: dict[str, float]
+    instances: tuple[InstanceSummary, ...]
+    migrations: tuple[MigrationSummary, ...]
+    cpu_features: frozenset[str]
     failed_builds: int
-    allowed_projects: list
+    allowed_projects: frozenset[str]
     inventories: MappingProxyType
 
 
-def _nodes(session: Session) -> list[_NodeRow]:
+def _nodes(session: Session, skips: Skips) -> list[_NodeRow]:
     """Every compute node with its inventories, in two queries.
 
     Core queries, not ORM objects (a 10,000-host fleet has 50,000 inventories); JSON
     columns read as text and parsed once per distinct text; equal inventories are one
-    Inventory object.
+    Inventory object. A node whose facts cannot be read is left out (``skips``): its
+    host is then one Cortex does not know, as before its first sync.
     """
     c = models.ComputeNode.__table__.c
     i = models.ResourceInventory.__table__.c
@@ -235,14 +307,36 @@ def _nodes(session: Session) -> list[_NodeRow]:
             cast(c.traits, Text), cast(c.features, Text), cast(c.cpu_features, Text),
             cast(c.instances, Text), cast(c.migrations, Text), c.failed_builds,
             cast(c.allowed_projects, Text)).order_by(c.id)).all():
-        trait_text = row[11]
-        if trait_text not in traits:
-            traits[trait_text] = frozenset(parse(trait_text) or ())
-        found.append(_NodeRow(
-            *row[1:11], traits[trait_text], parse(row[12]), parse(row[13]), parse(row[14]),
-            parse(row[15]), row[16], parse(row[17]),
-            inventories.get(row[0], MappingProxyType({}))))
+        try:
+            trait_text = row[11]
+            if trait_text not in traits:
+                traits[trait_text] = frozenset(parse(trait_text) or ())
+            found.append(_NodeRow(
+                *row[1:11], traits[trait_text],
+                *_row_facts(parse(row[12]), parse(row[14]), parse(row[15])),
+                frozenset(parse(row[13]) or ()), row[16] or 0,
+                frozenset(parse(row[17]) or ()), inventories.get(row[0], MappingProxyType({}))))
+        except ROW_ERRORS as error:
+            skips.skip("compute_nodes", f"{row[1]}/{row[2]}", error)
     return found
+
+
+def _row_facts(features: Any, instances: Any, migrations: Any
+               ) -> tuple[dict[str, float], tuple, tuple]:
+    """A node row's features, instances and migrations as the view holds them.
+
+    Raises what :data:`ROW_ERRORS` names for JSON of another shape (an instance
+    without ``uuid``, a feature that is not a number).
+    """
+    return ({_text(k): float(v) for k, v in (features or {}).items()},
+            tuple(InstanceSummary(item["uuid"], item.get("project_id"), item.get("vm_state"),
+                                  item.get("task_state"), float(item.get("cpu_busy") or 0.0))
+                  for item in instances or ()),
+            tuple(MigrationSummary(item["uuid"], item.get("instance_uuid"),
+                                   item.get("source_host"), item.get("dest_host"),
+                                   item["status"],
+                                   MappingProxyType(dict(item.get("resources") or {})))
+                  for item in migrations or ()))
 
 
 def _node(row: _NodeRow) -> NodeState:
@@ -378,38 +472,35 @@ def _host_facts(rows) -> dict:
     instances: dict[str, InstanceSummary] = {}
     migrations: dict[str, MigrationSummary] = {}
     for row in rows:
-        features.update({k: float(v) for k, v in (row.features or {}).items()})
-        for item in row.instances or ():
-            instances.setdefault(item["uuid"], InstanceSummary(
-                item["uuid"], item.get("project_id"), item.get("vm_state"),
-                item.get("task_state"), float(item.get("cpu_busy") or 0.0)))
-        for item in row.migrations or ():
-            migrations.setdefault(item["uuid"], MigrationSummary(
-                item["uuid"], item.get("instance_uuid"), item.get("source_host"),
-                item.get("dest_host"), item["status"],
-                MappingProxyType(dict(item.get("resources") or {}))))
+        features.update(row.features)
+        for instance in row.instances:
+            instances.setdefault(instance.uuid, instance)
+        for migration in row.migrations:
+            migrations.setdefault(migration.uuid, migration)
     return {
         "features": MappingProxyType(features),
-        "cpu_features": frozenset.intersection(
-            *(frozenset(r.cpu_features or ()) for r in rows)),
+        "cpu_features": frozenset.intersection(*(r.cpu_features for r in rows)),
         "instances": tuple(instances.values()),
         "migrations": tuple(migrations.values()),
-        "failed_builds": sum(r.failed_builds or 0 for r in rows),
-        "allowed_projects": frozenset().union(*(r.allowed_projects or () for r in rows)),
+        "failed_builds": sum(r.failed_builds for r in rows),
+        "allowed_projects": frozenset().union(*(r.allowed_projects for r in rows)),
     }
 
 
-def _pools(rows) -> MappingProxyType:
-    """``{service: {name: StoragePoolState}}`` from storage pool rows."""
+def _pools(rows, skips: Skips) -> MappingProxyType:
+    """``{service: {name: StoragePoolState}}`` from storage pool rows (unreadable: skipped)."""
     by_service: dict[str, dict[str, StoragePoolState]] = defaultdict(dict)
     for r in rows:
-        by_service[r.service][r.name] = StoragePoolState(
-            r.name, r.availability_zone, r.total_capacity_gb, r.free_capacity_gb,
-            r.allocated_capacity_gb, r.provisioned_capacity_gb, r.reserved_percentage,
-            r.max_over_subscription_ratio, r.thin_provisioning_support,
-            r.thick_provisioning_support, MappingProxyType(dict(r.capabilities or {})),
-            MappingProxyType({k: float(v) for k, v in (r.features or {}).items()}),
-            r.resource_count or 0)
+        try:
+            by_service[r.service][r.name] = StoragePoolState(
+                r.name, r.availability_zone, r.total_capacity_gb, r.free_capacity_gb,
+                r.allocated_capacity_gb, r.provisioned_capacity_gb, r.reserved_percentage,
+                r.max_over_subscription_ratio, r.thin_provisioning_support,
+                r.thick_provisioning_support, MappingProxyType(dict(r.capabilities or {})),
+                MappingProxyType({_text(k): float(v) for k, v in (r.features or {}).items()}),
+                r.resource_count or 0)
+        except ROW_ERRORS as error:
+            skips.skip("storage_pools", f"{r.service}/{r.name}", error)
     return MappingProxyType({k: MappingProxyType(v) for k, v in by_service.items()})
 
 
