@@ -420,14 +420,17 @@ OPTIONS: tuple[Option, ...] = (
     Option("descheduler", "interval", float, 300.0, "Seconds between two descheduler runs.",
            minimum=1),
     Option("descheduler", "max_moves_per_run", int, 2,
-           "Moves one run may plan (made or proposed).", minimum=1, maximum=1000),
+           "Moves one run may plan (made or proposed), counting the moves of earlier runs "
+           "Nova is still making.", minimum=1, maximum=1000),
     Option("descheduler", "max_moves_per_host", int, 1,
-           "Moves of one run a host may take part in, as source or target.", minimum=1,
-           maximum=100),
+           "Moves of one run a host may take part in, as source or target, counting the "
+           "moves of earlier runs Nova is still making.", minimum=1, maximum=100),
     Option("descheduler", "cooldown", float, 86400.0,
-           "Seconds after a move during which its instance is not moved again.", minimum=0),
+           "Seconds after a move asked of Nova (whether it completed, failed or timed out) "
+           "during which its instance is not moved again.", minimum=0),
     Option("descheduler", "move_timeout", float, 1800.0,
-           "Seconds a move may take before it is recorded as timed out.", minimum=1),
+           "Seconds a move may take before it is recorded as timed out; the next pass asks "
+           "Nova where it stands.", minimum=1),
     Option("descheduler", "poll_interval", float, 5.0,
            "Seconds between two looks at a moving instance.", minimum=0.01),
     Option("descheduler", "cold_migrate_passthrough", bool, False,

@@ -16,7 +16,11 @@ refuse. The first host of the answer is the target, except that:
 
 Moves planned earlier in the run count as used room on their targets (as holds). An
 instance moved within the cool-down (the history says so) is not moved again. The run
-stops at ``max_moves`` moves. A move of an instance holding passthrough GPUs is only
+stops at ``max_moves`` moves. A move of an earlier run that Nova is still making (or
+that Nova could not be asked about), ``in_flight``, keeps its instance where it is and
+counts as one of the run's moves and one of its hosts' (source and target): the
+descheduler never has more than ``max_moves`` moves under way, nor a host in more than
+``max_moves_per_host``. A move of an instance holding passthrough GPUs is only
 proposed unless ``cold_migrate_passthrough`` allows it; vGPU (mdev) instances
 live-migrate (Nova 2024.1 and later) unless ``live_migrate_vgpu`` is off, then they are
 proposed. The reference implementation's descheduler chooses targets through its
@@ -63,6 +67,16 @@ class NoHistory:
     def left(self, instance_uuid: str) -> frozenset[str]:
         """None."""
         return frozenset()
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A move of an earlier run not over yet: ``detail`` says what Nova answered last."""
+
+    instance_uuid: str
+    source: str
+    target: str | None
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -158,23 +172,28 @@ def detect(detectors: Sequence[Detector], view: Any, now: datetime) -> list[Move
 def plan(scheduler: SchedulerService, detectors: Sequence[Detector], bodies: Bodies,
          history: History, limits: Limits, now: datetime, record: bool = False,
          parse: Callable[[Mapping[str, Any]], NovaRequest] = NovaRequest.from_body,
-         pipeline: str | None = None) -> list[Move]:
+         pipeline: str | None = None, in_flight: Sequence[InFlight] = ()) -> list[Move]:
     """The run's moves, in the order they would be made, and the candidates skipped.
 
     ``parse`` turns a body into a NovaRequest (the API's parser with its PCI aliases);
     ``record`` writes each target's decision (outcome ``simulated``); ``pipeline`` runs
-    that pipeline instead of the choice rules' (the simulator's). Raises
-    SchedulingFailed when the scheduler cannot answer at all (503: no knowledge).
+    that pipeline instead of the choice rules' (the simulator's); ``in_flight`` the
+    earlier runs' moves not over (see the module doc). Raises SchedulingFailed when the
+    scheduler cannot answer at all (503: no knowledge).
     """
     view = scheduler.knowledge.view()
     nodes = {name: next(iter(state.nodes), name) for name, state in view.hosts.items()}
     hosts = [name for name, state in view.hosts.items() if state.enabled and state.up]
     moves: list[Move] = []
     involved: dict[str, int] = {}
+    for earlier in in_flight:
+        for host in filter(None, (earlier.source, earlier.target)):
+            involved[host] = involved.get(host, 0) + 1
+    moving = {earlier.instance_uuid: earlier.detail for earlier in in_flight}
     holds: list[Reservation] = []
     seen: set[str] = set()
     for candidate in detect(detectors, view, now):
-        if sum(m.state != "skipped" for m in moves) >= limits.max_moves:
+        if sum(m.state != "skipped" for m in moves) + len(in_flight) >= limits.max_moves:
             break
         if candidate.instance_uuid in seen:
             continue
@@ -187,8 +206,12 @@ def plan(scheduler: SchedulerService, detectors: Sequence[Detector], bodies: Bod
             moves.append(Move(candidate.instance_uuid, candidate.host, None, candidate.detector,
                               candidate.reason, kind, "skipped", detail, project_id=project))
 
+        if candidate.instance_uuid in moving:
+            skip(f"an earlier move is not over: {moving[candidate.instance_uuid]}")
+            continue
         if involved.get(candidate.host, 0) >= limits.max_moves_per_host:
-            skip(f"{candidate.host} is in {limits.max_moves_per_host} move(s) of this run")
+            skip(f"{candidate.host} is in {limits.max_moves_per_host} move(s) of this run "
+                 "or under way")
             continue
         if history.moved_recently(candidate.instance_uuid):
             skip("moved within the cool-down")
@@ -241,7 +264,7 @@ def _target(view: Any, answer: Sequence[str], request: NovaRequest, candidate: M
     refused = []
     for host in answer:
         if involved.get(host, 0) >= limits.max_moves_per_host:
-            refused.append(f"{host}: in this run's moves")
+            refused.append(f"{host}: in this run's moves or under way")
             continue
         if host in left:
             refused.append(f"{host}: moved off it before")

@@ -3,8 +3,11 @@
 Every move a run plans is written before anything is asked of Nova (state ``running``
 or, in a dry run and for moves not executed, ``proposed``; ``skipped`` with why), and
 updated when Nova's answer is known, so a run killed in the middle leaves the move
-``running``: the cycle breaker counts it as moved, never as free to move again.
-The servers' flavors for the moves' bodies come from the synced ``servers`` table.
+``running``. A move still ``running`` or ``timed_out`` is open (:data:`OPEN_STATES`):
+the next executing pass asks Nova where it stands and ends it, or keeps its instance
+from moving again while Nova still moves it. Every move asked of Nova, whatever its
+end, holds its instance for the cool-down. The servers' flavors for the moves' bodies
+come from the synced ``servers`` table.
 """
 
 from __future__ import annotations
@@ -20,8 +23,14 @@ from sqlalchemy import Connection, delete, insert, select, update
 from cortex.db import models
 
 _TABLE = models.DeschedulerMove.__table__
-#: States that count as "moved" for the cool-down: asked of Nova, or done.
-MOVED_STATES = ("running", "completed")
+#: States of a move asked of Nova: each holds its instance for the cool-down, so a move
+#: that failed or timed out is not asked again right away (Nova may still be making it).
+COOLDOWN_STATES = ("running", "completed", "failed", "timed_out")
+#: States in which the instance may have left its source (the A -> B -> A check): a
+#: failed move left it where it was.
+LEFT_STATES = ("running", "completed", "timed_out")
+#: States of a move Nova may still be making: followed at the start of each pass.
+OPEN_STATES = ("running", "timed_out")
 
 
 def stored_state(state: str, execute: bool) -> str:
@@ -59,9 +68,28 @@ def record_moves(connection: Connection, run_id: str, moves: Iterable[Any],
 
 def finish_move(connection: Connection, move_id: str, state: str, detail: str,
                 now: datetime) -> None:
-    """Set a running move's final ``state`` (completed, failed, timed_out) and ``detail``."""
-    connection.execute(update(_TABLE).where(_TABLE.c.id == move_id).values(
+    """Set an open move's ``state`` (completed, failed, timed_out), ``detail`` and end.
+
+    A move that ended already (completed or failed) is left as it is, so a late answer
+    never reopens it.
+    """
+    connection.execute(update(_TABLE).where(_TABLE.c.id == move_id,
+                                            _TABLE.c.state.in_(OPEN_STATES)).values(
         state=state, detail=detail, finished_at=now))
+
+
+def note_move(connection: Connection, move_id: str, detail: str) -> None:
+    """Set an open move's ``detail`` (what Nova answered last), its state unchanged."""
+    connection.execute(update(_TABLE).where(_TABLE.c.id == move_id,
+                                            _TABLE.c.state.in_(OPEN_STATES)).values(
+        detail=detail))
+
+
+def open_moves(connection: Connection) -> list[dict[str, Any]]:
+    """The moves in :data:`OPEN_STATES`, oldest first, as dicts of the table's columns."""
+    rows = connection.execute(select(_TABLE).where(_TABLE.c.state.in_(OPEN_STATES))
+                              .order_by(_TABLE.c.created_at, _TABLE.c.id))
+    return [dict(row._mapping) for row in rows]
 
 
 def list_moves(connection: Connection, limit: int = 100) -> list[dict[str, Any]]:
@@ -80,8 +108,9 @@ def forget_moves(connection: Connection, before: datetime) -> int:
 class MoveHistory:
     """The cycle breaker's view of past moves (:class:`cortex.scheduler.deschedule.History`).
 
-    ``recent``: instances moved (running or completed) since the cool-down began;
-    ``sources``: per instance, the hosts the descheduler moved it off (any time kept).
+    ``recent``: instances whose move was asked of Nova (:data:`COOLDOWN_STATES`) since
+    the cool-down began; ``sources``: per instance, the hosts the descheduler moved it
+    off or may have (:data:`LEFT_STATES`, any time kept).
     """
 
     recent: frozenset[str]
@@ -97,14 +126,15 @@ class MoveHistory:
 
 
 def read_history(connection: Connection, now: datetime, cooldown: float) -> MoveHistory:
-    """The history of every move kept; ``cooldown`` in seconds."""
+    """The history of every move kept; ``cooldown`` in seconds, counted from its creation."""
     since = now - timedelta(seconds=cooldown)
     recent: set[str] = set()
     sources: dict[str, set[str]] = {}
-    for instance, source, created in connection.execute(select(
-            _TABLE.c.instance_uuid, _TABLE.c.source_host, _TABLE.c.created_at
-    ).where(_TABLE.c.state.in_(MOVED_STATES))):
-        sources.setdefault(instance, set()).add(source)
+    for instance, source, created, state in connection.execute(select(
+            _TABLE.c.instance_uuid, _TABLE.c.source_host, _TABLE.c.created_at, _TABLE.c.state
+    ).where(_TABLE.c.state.in_(COOLDOWN_STATES))):
+        if state in LEFT_STATES:
+            sources.setdefault(instance, set()).add(source)
         if _aware(created, now) >= since:
             recent.add(instance)
     return MoveHistory(frozenset(recent), {k: frozenset(v) for k, v in sources.items()})
