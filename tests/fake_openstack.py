@@ -16,11 +16,12 @@ middle), ``fail`` answers 500 for a path prefix.
 
 Nova also moves servers, as its API does for an admin: ``os-migrateLive`` (a host
 given, not forced) and ``migrate`` (a host given: 2.56) answer 202 and start a
-migration record (``os-migrations``); the move ends after ``FakeCloud.move_reads``
-reads of the server (``GET /servers/<id>``): a live migration ACTIVE on the target, a
-cold one ``VERIFY_RESIZE`` there until ``confirmResize``. Servers named in
-``FakeCloud.refuse_moves`` are refused (400, Nova's "No valid host" answer) and those
-in ``failing_moves`` end back on their source with the migration in ``error``.
+migration record (``os-migrations``, which takes ``instance_uuid``); the move ends after
+``FakeCloud.move_reads`` reads of the server (``GET /servers/<id>``): a live migration
+ACTIVE on the target, a cold one ``VERIFY_RESIZE`` there until ``confirmResize``.
+Servers named in ``FakeCloud.refuse_moves`` are refused (400, Nova's "No valid host"
+answer) and those in ``failing_moves`` end back on their source with the migration in
+``error``.
 """
 
 from __future__ import annotations
@@ -365,7 +366,10 @@ def _build_app(fake: FakeOpenStack) -> Flask:
                     f"{server['OS-EXT-STS:vm_state']}")}}, 409)
             server.update({"status": "ACTIVE", "OS-EXT-STS:vm_state": "active",
                            "OS-EXT-STS:task_state": None, "updated": now_iso()})
-            cloud.moving.pop(server_id, None)["migration"]["status"] = "confirmed"
+            move = cloud.moving.pop(server_id, None)
+            for migration in [move["migration"]] if move else [
+                    m for m in cloud.migrations if m["instance_uuid"] == server_id][-1:]:
+                migration["status"] = "confirmed"
             return Response(status=204)
         kind = "live" if "os-migrateLive" in body else "cold" if "migrate" in body else None
         if kind is None:
@@ -429,10 +433,12 @@ def _build_app(fake: FakeOpenStack) -> Flask:
     @app.get("/compute/v2.1/os-migrations")
     def list_migrations():
         version = nova_microversion()
+        rows = cloud.migrations
+        if request.args.get("instance_uuid"):
+            rows = [m for m in rows if m["instance_uuid"] == request.args["instance_uuid"]]
         if version < (2, 59):
-            return nova_answer({"migrations": [_migration_at(m, version)
-                                               for m in cloud.migrations]})
-        rows = _changed_since(cloud.migrations, request.args.get("changes-since"), "updated_at")
+            return nova_answer({"migrations": [_migration_at(m, version) for m in rows]})
+        rows = _changed_since(rows, request.args.get("changes-since"), "updated_at")
         return nova_answer(_page(rows, "migrations", "/compute/v2.1/os-migrations",
                                  "uuid", show=lambda m: _migration_at(m, version)))
 

@@ -3,7 +3,9 @@
 Each pass asks the configured detectors (``[descheduler] detectors_file``) which
 instances to move, asks the pipelines where each could go (as Nova's own move would
 be scheduled), records the moves and, unless it is a dry run, asks Nova to make
-them one at a time and follows each to its end. A dry run is the default
+them one at a time and follows each to its end. Moves an earlier pass left open (its
+process killed, or out of time) are first looked at in Nova: ended ones are recorded
+so, and an instance Nova still moves is not moved again. A dry run is the default
 (``[descheduler] dry_run``); ``--execute`` and ``--dry-run`` override it. ``--once``
 runs one pass and prints its moves; without it the process runs a pass every
 ``[descheduler] interval`` seconds while it leads (one leader among the replicas)
@@ -89,7 +91,11 @@ def _pass(conf, services, detectors, run_limits, execute, metrics=None):
 
 
 def _once(conf, services, detectors, run_limits, execute: bool, fmt: str) -> int:
-    """One pass, its moves printed; 1 when a move asked of Nova did not complete."""
+    """One pass, its moves printed, then the earlier passes' open moves as Nova answered.
+
+    1 when a move asked of Nova did not complete, or Nova could not be asked about an
+    earlier move.
+    """
     from cortex.scheduler.service import SchedulingFailed
 
     try:
@@ -97,11 +103,15 @@ def _once(conf, services, detectors, run_limits, execute: bool, fmt: str) -> int
     except SchedulingFailed as exc:
         raise CommandError(f"the scheduler cannot answer: {exc.detail}") from None
     rows = [r.as_dict() for r in report.results]
+    followed = [r.as_dict() for r in report.followed]
     emit(rows, COLUMNS, fmt, {"run_id": report.run_id, "executed": report.executed,
-                              "moves": rows})
+                              "moves": rows, "followed": followed})
     if fmt == "table" and not rows:
         print("no moves: no detector found an instance worth moving")
-    return 1 if report.failed else 0
+    if fmt == "table" and followed:
+        print("\nmoves of earlier passes that were open:")
+        emit(followed, COLUMNS, fmt)
+    return 1 if report.failed or report.not_asked else 0
 
 
 def _loop(conf, services, detectors, run_limits, execute: bool) -> int:
