@@ -128,6 +128,13 @@ class RunOptions:
     ``promise``: reserve the answer's first host (Nova creates and moves);
     ``record``: write the decision; ``simulated``: a simulation, not a call from Nova,
     Cinder or Manila (outcome ``simulated``, nothing counted, a failure not recorded);
+    ``demand``: a recorded live create that asks for GPUs carries its GPU demand
+    (:func:`cortex.scheduler.demand.gpu_demand`); False for a call that places nothing
+    (the Kubernetes extender's filter and prioritize); ``hold``: the decision of a call
+    that got its answer is handed back unrecorded, for the caller to record
+    (:meth:`SchedulerService.record`) once it knows what became of the answer (the
+    extender's bind: its demand only once the pod is bound; a failed call is recorded
+    as ever);
     ``pipeline``: run this pipeline of the service instead of the choice rules;
     ``step_options``/``multipliers``: override a step's options or a weigher's
     multiplier (:func:`cortex.pipeline.overrides.with_overrides`); ``now``: the time the
@@ -141,6 +148,8 @@ class RunOptions:
     promise: bool = True
     record: bool = True
     simulated: bool = False
+    demand: bool = True
+    hold: bool = False
     pipeline: str | None = None
     step_options: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: EMPTY)
     multipliers: Mapping[str, float] = field(default_factory=lambda: EMPTY)
@@ -245,7 +254,7 @@ class SchedulerService:
                                    failed) from None
         record = options.record and self.recorder is not None
         demand = (gpu_demand(request, view, tuple(result.hosts), energy_options(pipeline))
-                  if live and record else None)
+                  if live and record and options.demand else None)
         decision = _decision(
             request, options, call_id, started, record, pipeline=name,
             result=tuple(result.hosts), unknown_hosts=tuple(result.unknown_hosts),
@@ -255,8 +264,19 @@ class SchedulerService:
             status=200, outcome="simulated" if options.simulated else "ok")
         if live:
             self._observe(decision, request, view)
-        self._finish(decision, started, options, record)
+        self._finish(decision, started, options, record and not options.hold)
         return decision
+
+    def record(self, decision: Decision) -> bool:
+        """Record a decision :meth:`schedule` held back (``RunOptions.hold``).
+
+        ``decision`` as it was handed back, or changed by the caller (its ``demand``
+        dropped, its ``id`` replaced). False when it was not queued: no recorder, a
+        decision not made to be recorded (no id), or the decision log's queue full.
+        """
+        if self.recorder is None or decision.id is None:
+            return False
+        return self.recorder.submit(decision)
 
     def prepare(self, decision: Decision) -> None:
         """Make the metric series a live call of ``decision``'s shape counts into.
