@@ -10,21 +10,38 @@ offered, each once:
 - Node objects' labels join the knowledge: those that differ from what it holds are
   stored (:mod:`cortex.store.kubernetes`), so the next view gives the node its labels
   and its zone (``topology.kubernetes.io/zone``).
-- ``filter``: ``ExtenderArgs`` -> ``ExtenderFilterResult``. The pod goes through the
-  ``kubernetes`` service's pipeline (chosen as Nova's are) over the offered nodes, as a
-  call that promises nothing. Passing nodes come back as ``Nodes`` (a NodeList of the
-  objects sent) or, with ``nodeCacheCapable``, ``NodeNames``; a node a pipeline step
-  removed is in ``FailedNodes`` with the step's reason (preemption could free room); a
-  node whose labels refuse the pod's node selector or required affinity is in
-  ``FailedAndUnresolvableNodes``.
+- ``filter``: ``ExtenderArgs`` -> ``ExtenderFilterResult``. First each offered node is
+  judged on what no other pod's leaving would change (:func:`node_refusals`); those
+  that fail are in ``FailedAndUnresolvableNodes``, which kube-scheduler's preemption
+  does not try (``schedule_one.go`` ``findNodesThatPassExtenders`` marks them
+  UnschedulableAndUnresolvable; a node in both maps counts as unresolvable). Then the
+  pod goes through the ``kubernetes`` service's pipeline (chosen as Nova's are) over
+  the nodes left, as a call that promises nothing and is no GPU demand; a node a
+  pipeline step removed is in ``FailedNodes`` with the step's reason (preemption could
+  free room). Passing nodes come back as ``Nodes`` (a NodeList of the objects sent) or,
+  with ``nodeCacheCapable``, ``NodeNames``.
+- A pod that cannot be a request (:func:`cortex.request.kubernetes.pod_spec`: an
+  annotation outside the values it takes, named with them; a fraction of a GPU) fails
+  every offered node in ``FailedAndUnresolvableNodes`` with that reason, and the call
+  answers 200: the arguments were well formed, and a non-200 answer is the extender's
+  own failure to kube-scheduler, which then fails the pod unless ``ignorable`` is set
+  (and with it, schedules it without Cortex).
 - ``prioritize``: the same run's final weights scaled to whole scores 0..10
-  (``MaxExtenderPriority``), best 10; nodes the pipeline removed score 0.
+  (``MaxExtenderPriority``), best 10; nodes that failed score 0, and every node of a
+  pod that cannot be a request.
 - ``bind``: ``ExtenderBindingArgs`` -> ``ExtenderBindingResult``. The pod (remembered
   from its filter call, else read from the API server) is judged on the chosen node
   once more and promised there with the GPUs nova-compute's model would hand it, as a
   Nova create is promised (the in-flight reservations: its pod group's later members
   see it); then the Binding is created through the API server (``[kubernetes]
-  api_url``).
+  api_url``). A Binding the API server refuses with 409 for a pod it shows on that very
+  node already (a bind retried after its answer was lost) is a success.
+- GPU demand (``gpu_demand``, the forecasts' input) is recorded once per pod, when it is
+  bound: with the bind's decision, whose id is the pod's
+  (:func:`cortex.store.kubernetes.placement_id`, by UID); a bind of a pod whose demand
+  is recorded already records its decision without. Filter and prioritize are asked
+  again in every scheduling cycle of a pod, so they record decisions, never demand. A
+  pod kube-scheduler binds itself (no ``bindVerb``) is not counted.
 
 A body that is not extender arguments gets 400 with a JSON error. A failure inside
 (the knowledge or the database unavailable, the API server refusing the binding)
@@ -40,39 +57,81 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from flask import current_app, g, jsonify
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from cortex.api.body import read_json_body
 from cortex.api.errors import ApiError
+from cortex.decision import Decision
 from cortex.knowledge.loader import KUBERNETES
+from cortex.knowledge.topology import HostTopology
+from cortex.knowledge.view import KnowledgeView
 from cortex.request.base import BadRequest
-from cortex.request.kubernetes import PodCall, canonical, node_refusal, parse_args, to_request
-from cortex.scheduler.service import LIVE, RunOptions, SchedulingFailed
-from cortex.store.kubernetes import remember_labels
+from cortex.request.kubernetes import (
+    PodCall,
+    allocatable_refusal,
+    canonical,
+    node_refusal,
+    parse_args,
+    pod_mig,
+    pod_resources,
+    to_request,
+)
+from cortex.scheduler.service import RunOptions, SchedulingFailed
+from cortex.store.kubernetes import placement_id, placement_recorded, remember_labels
 
 LOG = logging.getLogger(__name__)
 #: kube-scheduler's MaxExtenderPriority (extender/v1/types.go).
 MAX_PRIORITY = 10
-#: Pods remembered from their filter calls for their bind (per worker), by UID.
+#: Per worker, the newest :data:`_KEPT` of each: pods remembered from their filter calls
+#: for their bind, by UID; the placement ids of the pods whose demand was recorded.
 _PODS: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
-_PODS_LOCK = threading.Lock()
-_PODS_KEPT = 4096
-#: Filter and prioritize: judged and recorded, never promised.
-JUDGE = RunOptions(promise=False)
+_PLACED: OrderedDict[str, None] = OrderedDict()
+_LOCK = threading.Lock()
+_KEPT = 4096
+#: Filter and prioritize: judged and recorded, never promised, no GPU demand.
+JUDGE = RunOptions(promise=False, demand=False)
+#: Bind: judged and promised; the decision recorded once the Binding is made or refused.
+BIND = RunOptions(hold=True)
+
+
+def _keep(kept: OrderedDict, key: str, value: Any) -> bool:
+    """Put ``key`` in ``kept`` as its newest entry; whether it was not there before.
+
+    The oldest entries go past :data:`_KEPT`.
+    """
+    with _LOCK:
+        new = key not in kept
+        kept[key] = value
+        kept.move_to_end(key)
+        while len(kept) > _KEPT:
+            kept.popitem(last=False)
+    return new
 
 
 def _remember(call: PodCall) -> None:
-    """Keep the pod for its bind (the newest ``_PODS_KEPT``)."""
+    """Keep the pod for its bind."""
     if call.uid:
-        with _PODS_LOCK:
-            _PODS[call.uid] = call.pod
-            _PODS.move_to_end(call.uid)
-            while len(_PODS) > _PODS_KEPT:
-                _PODS.popitem(last=False)
+        _keep(_PODS, call.uid, call.pod)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the extender made of one filter or prioritize call.
+
+    ``decision``: the pipeline's run over the nodes left (None when no node was left or
+    the pod cannot be a request); ``failed``: the nodes a pipeline step removed, with
+    its reason; ``unresolvable``: the nodes refused before the pipeline, with theirs.
+    """
+
+    decision: Decision | None
+    failed: dict[str, str]
+    unresolvable: dict[str, str]
 
 
 def _arguments(schema: str) -> dict[str, Any]:
@@ -123,24 +182,78 @@ def _learn_labels(call: PodCall) -> None:
                     type(exc).__name__, g.get("request_id"))
 
 
-def _judge(call: PodCall) -> tuple[Any, dict[str, str], dict[str, str]]:
-    """``(decision, failed, unresolvable)``: the pipeline's run over the admitted nodes.
+def node_refusals(call: PodCall, view: KnowledgeView) -> dict[str, str]:
+    """``{node: reason}`` of the offered nodes the pod cannot have, whatever else leaves.
 
-    ``unresolvable``: nodes whose labels refuse the pod; ``failed``: nodes a step removed,
-    with its reason. Raises BadRequest for a pod that cannot be a request, and
-    SchedulingFailed when the scheduler cannot answer.
+    In this order: the node's labels against the pod's node selector and required node
+    affinity (:func:`~cortex.request.kubernetes.node_refusal`, with the Node object);
+    for a MIG pod on a node with a cortex-agent report, the MIG instances of its profile
+    the report shows, free or in use (:func:`mig_refusal`); for a node without a report,
+    its own ``status.allocatable`` (:func:`~cortex.request.kubernetes.allocatable_refusal`,
+    with the Node object; a node sent by name only is left to the pipeline, which keeps
+    a node it does not know as ``[scheduler] unknown_host_policy`` says). Raises
+    BadRequest for a pod that cannot be judged (a quantity that is not one).
+    """
+    wanted = pod_resources(call.pod)
+    mig = pod_mig(wanted)
+    refused = {}
+    for name in call.node_names:
+        node = call.nodes.get(name)
+        reason = node_refusal(call.pod, node) if node is not None else None
+        state = view.hosts.get(name)
+        topology = state.topology if state is not None else None
+        if reason is None and topology is not None and mig is not None:
+            reason = mig_refusal(mig, topology)
+        elif reason is None and topology is None and node is not None:
+            reason = allocatable_refusal(wanted, node)
+            reason = reason and f"{reason} (no cortex-agent report of the node)"
+        if reason is not None:
+            refused[name] = reason
+    return refused
+
+
+def mig_refusal(mig: tuple[str, str, int], topology: HostTopology) -> str | None:
+    """Why a node's report cannot hold the pod's MIG instances, free or not; None if it can.
+
+    ``mig``: ``(resource, profile, count)`` (:func:`~cortex.request.kubernetes.pod_mig`).
+    The node's GPUs must be split into at least ``count`` MIG instances of ``profile``
+    (:class:`~cortex.knowledge.topology.MigInstance`), in use or not, as kube-scheduler
+    wants an extended resource's request within the node's allocatable; whether enough
+    are free is the pipeline's ``filter_gpu_capacity`` to say. A node without a GPU in
+    MIG mode holds none: Kubernetes has no Placement that already vouched for its vGPU
+    capacity, as Nova's VGPU candidates have.
+    """
+    resource, profile, count = mig
+    have = sum(1 for gpu in topology.gpus for instance in gpu.mig_instances
+               if instance.profile == profile)
+    if have >= count:
+        return None
+    split = any(gpu.mig_mode == "enabled" or gpu.mig_instances for gpu in topology.gpus)
+    return (f"{resource}: {count} requested, the node's cortex-agent report shows {have} "
+            f"MIG {profile} instances{'' if split else ' (no GPU in MIG mode)'}")
+
+
+def _judge(call: PodCall) -> Judgement:
+    """The call judged: :func:`node_refusals`, then the pipeline's run over the rest.
+
+    A pod that cannot be a request fails every offered node (``unresolvable``) with the
+    reason. Raises SchedulingFailed when the scheduler cannot answer, KnowledgeUnavailable
+    when no view may be served.
     """
     services = current_app.extensions["cortex"]
     _learn_labels(call)
-    unresolvable = {}
-    for name, node in call.nodes.items():
-        reason = node_refusal(call.pod, node)
-        if reason is not None:
-            unresolvable[name] = reason
-    admitted = PodCall(call.pod, tuple(n for n in call.node_names if n not in unresolvable),
-                       call.nodes, call.by_name)
-    request = to_request(admitted, services.devices)
+    try:
+        unresolvable = node_refusals(call, services.knowledge.view())
+        admitted = PodCall(call.pod, tuple(n for n in call.node_names if n not in unresolvable),
+                           call.nodes, call.by_name)
+        request = to_request(admitted, services.devices)
+    except BadRequest as exc:
+        LOG.info("kubernetes extender: pod %s fails every node: %s (request_id=%s)",
+                 _pod_name(call.pod), exc, g.get("request_id"))
+        return Judgement(None, {}, dict.fromkeys(call.node_names, str(exc)))
     _remember(call)  # a pod that is a request: its bind may come
+    if not admitted.node_names:
+        return Judgement(None, {}, unresolvable)
     g.caller_ids = (request.request_id, None)
     decision = services.scheduler.schedule(request, JUDGE, time.perf_counter(),
                                            g.get("request_id"))
@@ -152,7 +265,13 @@ def _judge(call: PodCall) -> tuple[Any, dict[str, str], dict[str, str]]:
     for name in admitted.node_names:
         if name not in passing:
             failed.setdefault(name, "not chosen by the pipeline")
-    return decision, failed, unresolvable
+    return Judgement(decision, failed, unresolvable)
+
+
+def _pod_name(pod: Mapping[str, Any]) -> str:
+    """``namespace/name`` of a Pod object, for logs."""
+    metadata = pod.get("metadata") or {}
+    return f"{metadata.get('namespace', 'default')}/{metadata.get('name', '')}"
 
 
 def _error(answer: dict[str, Any], exc: Exception) -> Any:
@@ -169,11 +288,10 @@ def filter_nodes():
     empty = {"Nodes": None, "NodeNames": None, "FailedNodes": {},
              "FailedAndUnresolvableNodes": {}, "Error": ""}
     try:
-        decision, failed, unresolvable = _judge(call)
-    except BadRequest as exc:
-        raise ApiError(400, str(exc)) from None
+        judged = _judge(call)
     except Exception as exc:  # noqa: BLE001 - kube-scheduler decides by its ignorable setting
         return _error(empty, exc)
+    failed, unresolvable = judged.failed, judged.unresolvable
     passing = [n for n in call.node_names if n not in failed and n not in unresolvable]
     answer = dict(empty, FailedNodes=failed, FailedAndUnresolvableNodes=unresolvable)
     if call.by_name:
@@ -188,15 +306,14 @@ def prioritize_nodes():
     """``POST /scheduler/kubernetes/prioritize``: ``HostPriorityList``, scores 0..10."""
     call = _call()
     try:
-        decision, failed, unresolvable = _judge(call)
-    except BadRequest as exc:
-        raise ApiError(400, str(exc)) from None
+        judged = _judge(call)
     except Exception as exc:  # noqa: BLE001 - a prioritize error is ignored by kube-scheduler
         LOG.warning("kubernetes extender: prioritize failed: %s (request_id=%s)", exc,
                     g.get("request_id"))
-        return jsonify([{"Host": n, "Score": 0} for n in call.node_names])
-    scores = scaled_scores([h for h in decision.result or () if h not in failed],
-                           decision.final_weights)
+        judged = Judgement(None, {}, {})
+    decision = judged.decision
+    scores = {} if decision is None else scaled_scores(
+        [h for h in decision.result or () if h not in judged.failed], decision.final_weights)
     return jsonify([{"Host": n, "Score": scores.get(n, 0)} for n in call.node_names])
 
 
@@ -220,31 +337,94 @@ def bind_pod():
     """``POST /scheduler/kubernetes/bind``: promise the node, bind the pod (module doc)."""
     services = current_app.extensions["cortex"]
     args = _arguments("ExtenderBindingArgs")
-    values = {k: args[k] for k in ("PodName", "PodNamespace", "PodUID", "Node")}
+    namespace, name, uid, node = (args[k] for k in ("PodNamespace", "PodName", "PodUID", "Node"))
     try:
         if not services.kubernetes.url:  # nothing promised that could not be bound
             raise KubernetesError("no Kubernetes API server: set [kubernetes] api_url to bind")
-        pod = _PODS.get(values["PodUID"]) or services.kubernetes.read_pod(
-            values["PodNamespace"], values["PodName"])
-        call = PodCall(pod, (values["Node"],), {}, True)
+        pod = _PODS.get(uid) or services.kubernetes.read_pod(namespace, name)
+        call = PodCall(pod, (node,), {}, True)
+        refused = node_refusals(call, services.knowledge.view()).get(node)
+        if refused is not None:
+            raise BindRefused(f"node {node} cannot hold the pod: {refused}")
         request = to_request(call, services.devices)
-        decision = services.scheduler.schedule(request, LIVE, time.perf_counter(),
+        decision = services.scheduler.schedule(request, BIND, time.perf_counter(),
                                                g.get("request_id"))
         if not decision.result:
+            services.scheduler.record(replace(decision, demand=None))
             removed = [f"{s.name}: {r}" for s in decision.steps
-                       for h, r in (s.removed or {}).items() if h == values["Node"]]
-            raise SchedulingFailed(409, f"node {values['Node']} no longer fits the pod"
+                       for h, r in (s.removed or {}).items() if h == node]
+            raise SchedulingFailed(409, f"node {node} no longer fits the pod"
                                         f"{': ' + removed[0] if removed else ''}", None,
                                    decision)
-        services.kubernetes.bind(values["PodNamespace"], values["PodName"], values["PodUID"],
-                                 values["Node"])
+        try:
+            services.kubernetes.bind(namespace, name, uid, node)
+        except KubernetesError as exc:
+            bound = _bound_node(services.kubernetes, namespace, name) \
+                if exc.status == 409 else None
+            if bound != node:
+                services.scheduler.record(replace(decision, demand=None))
+                if bound:
+                    raise KubernetesError(f"{exc}; pod {namespace}/{name} is bound to node "
+                                          f"{bound}", exc.status) from None
+                raise
+        _record_placement(services, decision, uid)
     except Exception as exc:  # noqa: BLE001 - kube-scheduler decides by its ignorable setting
         return _error({"Error": ""}, exc)
     return jsonify({"Error": ""})
 
 
+def _bound_node(api: KubernetesApi, namespace: str, name: str) -> str | None:
+    """The node the API server shows the pod on (``spec.nodeName``); None if none or unread."""
+    try:
+        return (api.read_pod(namespace, name).get("spec") or {}).get("nodeName") or None
+    except KubernetesError:
+        return None
+
+
+def _record_placement(services: Any, decision: Decision, uid: str) -> None:
+    """Record the decision of a bound pod: its demand the first time, none after.
+
+    The first time the decision takes the pod's :func:`placement_id`; a pod this worker
+    recorded, or whose demand the database holds (another worker's, a worker before a
+    restart), is recorded without demand under the decision's own id. A database that
+    cannot say counts as not recorded: a second record under the placement id would be
+    refused by its primary key (logged by the decision writer), never counted twice.
+    """
+    placement = placement_id(uid)
+    if decision.demand is not None and _first_placement(services.engine, placement):
+        services.scheduler.record(replace(decision, id=placement))
+    else:
+        services.scheduler.record(replace(decision, demand=None))
+
+
+def _first_placement(engine: Engine, placement: str) -> bool:
+    """Whether the placement ``placement`` is recorded by no one yet; from now on it is."""
+    if placement in _PLACED:
+        return False
+    try:
+        with engine.connect() as connection:
+            recorded = placement_recorded(connection, placement)
+    except SQLAlchemyError as exc:
+        LOG.warning("kubernetes extender: recorded placements unreadable: %s (request_id=%s)",
+                    type(exc).__name__, g.get("request_id"))
+        recorded = False
+    return _keep(_PLACED, placement, None) and not recorded
+
+
+class BindRefused(RuntimeError):
+    """The chosen node cannot hold the pod, whatever else leaves it (:func:`node_refusals`)."""
+
+
 class KubernetesError(RuntimeError):
-    """The Kubernetes API server refused or could not be reached; the message says which."""
+    """The Kubernetes API server refused or could not be reached; the message says which.
+
+    ``status``: the API server's HTTP status when it answered (409: a Binding for a pod
+    already bound), else None.
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class KubernetesApi:
@@ -285,7 +465,7 @@ class KubernetesApi:
             raise KubernetesError(f"{method} {path}: {type(exc).__name__}") from None
         if answer.status_code >= 300:
             raise KubernetesError(f"{method} {path}: {answer.status_code} "
-                                  f"{answer.text[:200]}")
+                                  f"{answer.text[:200]}", answer.status_code)
         return answer.json() if answer.content else None
 
     def read_pod(self, namespace: str, name: str) -> Mapping[str, Any]:

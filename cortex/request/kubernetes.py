@@ -24,11 +24,17 @@ judge it:
   (:mod:`cortex.request.groups`): network bandwidth, latency sensitivity, preferred
   domain, placement strategy; a pod group (gang) is the label
   ``scheduling.x-k8s.io/pod-group`` (the upstream coscheduling plugin's) with its size
-  from the ``pod-group-size`` annotation;
+  from the ``pod-group-size`` annotation; each annotation's values are
+  :data:`ANNOTATION_VALUES`;
 - ``nodeSelector`` and required node affinity are judged on the labels of the Node
-  objects kube-scheduler sends (:func:`node_refusal`).
+  objects kube-scheduler sends (:func:`node_refusal`), and so is a node's own
+  ``status.allocatable`` where Cortex has no report of the node
+  (:func:`allocatable_refusal`).
 
-Malformed arguments raise BadRequest (answered 400).
+Malformed arguments (:func:`parse_args`) raise BadRequest, answered 400. A pod that
+cannot be a request (a bad annotation, a fraction of a GPU, a quantity that is not one)
+raises BadRequest too, from :func:`pod_spec`: the extender fails the pod's nodes with
+its message instead, as the arguments themselves were well formed.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from typing import Any
 
 from cortex.request.base import BadRequest
 from cortex.request.devices import DeviceCatalog
+from cortex.request.groups import STRATEGIES, network_placement
 from cortex.request.nova import NovaRequest
 
 VENDOR_NVIDIA = "10de"
@@ -57,6 +64,19 @@ ANNOTATIONS = {
     f"{PREFIX}pod-group-size": "group_size",
 }
 NUMA_POLICY = f"{PREFIX}numa-policy"
+#: The PCI NUMA policies of the ``numa-policy`` annotation (Nova's
+#: ``hw:pci_numa_affinity_policy``, ``nova/objects/fields.py`` ``PCINUMAAffinityPolicy``).
+NUMA_POLICIES = ("legacy", "preferred", "required", "socket")
+#: What each annotation takes, as a pod's reason quotes it. The hints' values are those
+#: :func:`cortex.request.groups.network_placement` accepts, which judges them.
+ANNOTATION_VALUES = {
+    f"{PREFIX}network-bandwidth": "a positive number of Gbit/s (the domain's least uplink)",
+    f"{PREFIX}latency-sensitive": "true or false",
+    f"{PREFIX}preferred-domain": "a leaf, spine or block name",
+    f"{PREFIX}placement-strategy": f"one of {', '.join(STRATEGIES)}",
+    f"{PREFIX}pod-group-size": "an integer 1..10000",
+    NUMA_POLICY: f"one of {', '.join(NUMA_POLICIES)}",
+}
 #: Pod labels naming the pod's group (gang): the coscheduling plugin's, current and older.
 POD_GROUP_LABELS = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io")
 _SUFFIXES: dict[str, Decimal] = {
@@ -192,12 +212,63 @@ def pod_resources(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     return total
 
 
+def pod_mig(wanted: Mapping[str, Decimal]) -> tuple[str, str, int] | None:
+    """``(resource, profile, count)`` of the MIG instances a pod asks for; None: none.
+
+    ``wanted``: :func:`pod_resources`. The resource is ``nvidia.com/mig-<profile>``, the
+    NVIDIA device plugin's name under its ``mixed`` strategy (``mig-3g.40gb``: profile
+    ``3g.40gb``). BadRequest for more than one profile or a fraction of an instance.
+    """
+    found = [(name, match, amount) for name, amount in sorted(wanted.items())
+             if (match := _MIG_RESOURCE.match(name)) is not None and amount > 0]
+    if len(found) > 1:
+        raise BadRequest("a pod may ask for MIG instances of one profile only")
+    if not found:
+        return None
+    name, match, amount = found[0]
+    if amount != amount.to_integral_value():
+        raise BadRequest(f"{name}: {amount} is not a whole number of MIG instances")
+    return name, f"{match['slices']}g.{match['memory']}gb", int(amount)
+
+
+def annotation_refusal(annotations: Mapping[str, Any]) -> str | None:
+    """Why the pod's Cortex annotations cannot be followed; None when they can.
+
+    The first annotation of :data:`ANNOTATION_VALUES` whose value is not one it takes,
+    named with its value and the values it takes:
+    ``annotation topology.cortex.dev/network-bandwidth='high': a positive number of
+    Gbit/s ...``. Annotations outside that table are not read.
+    """
+    for key, allowed in ANNOTATION_VALUES.items():
+        if key not in annotations:
+            continue
+        value = str(annotations[key])
+        if key == NUMA_POLICY:
+            followed = value in NUMA_POLICIES
+        else:
+            try:
+                network_placement({ANNOTATIONS[key]: (value,)}, 1, None, None, None)
+                followed = True
+            except BadRequest:
+                followed = False
+        if not followed:
+            return f"annotation {key}={value[:80]!r}: {allowed}"
+    return None
+
+
 def pod_spec(call: PodCall) -> dict[str, Any]:
-    """The Nova body (RequestSpec and candidates) of the pod (module doc)."""
+    """The Nova body (RequestSpec and candidates) of the pod (module doc).
+
+    BadRequest for a pod that cannot be one: :func:`annotation_refusal`'s reason, a
+    quantity that is not one, a fraction of a GPU, MIG instances of two profiles.
+    """
     pod = call.pod
     metadata = pod.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
     labels = metadata.get("labels") or {}
+    refusal = annotation_refusal(annotations)
+    if refusal is not None:
+        raise BadRequest(refusal)
     wanted = pod_resources(pod)
     cpus = wanted.get("cpu", Decimal(0))
     vcpus = max(1, math.ceil(cpus))
@@ -207,9 +278,6 @@ def pod_spec(call: PodCall) -> dict[str, Any]:
     if gpus != gpus.to_integral_value() or gpus < 0:
         raise BadRequest(f"{GPU_RESOURCE}: {gpus} is not a whole number of GPUs")
     policy = annotations.get(NUMA_POLICY, "preferred")
-    if policy not in ("legacy", "preferred", "required", "socket"):
-        raise BadRequest(f"annotation {NUMA_POLICY}={policy!r}: one of legacy, preferred, "
-                         "required, socket")
     data: dict[str, Any] = {
         "flavor": {"nova_object.data": {
             "name": f"pod.{metadata.get('namespace', 'default')}.{metadata.get('name', '')}",
@@ -223,14 +291,12 @@ def pod_spec(call: PodCall) -> dict[str, Any]:
         data["pci_requests"] = {"nova_object.data": {"requests": [{"nova_object.data": {
             "count": int(gpus), "spec": [{"vendor_id": VENDOR_NVIDIA}], "alias_name": "gpu",
             "numa_policy": policy, "request_id": None}}]}}
-    mig = [(m, int(amount)) for name, amount in wanted.items()
-           if (m := _MIG_RESOURCE.match(name)) is not None and amount > 0]
-    if len(mig) > 1:
-        raise BadRequest("a pod may ask for MIG instances of one profile only")
-    if mig:
-        match, count = mig[0]
+    mig = pod_mig(wanted)
+    if mig is not None:
+        _, profile, count = mig
+        slices, memory = profile.removesuffix("gb").split("g.")
         extra["resources:VGPU"] = str(count)
-        extra[f"trait:CUSTOM_NVIDIA_{match['slices']}G_{match['memory']}GB"] = "required"
+        extra[f"trait:CUSTOM_NVIDIA_{slices}G_{memory}GB"] = "required"
     return {"spec": {"nova_object.name": "RequestSpec", "nova_object.data": data},
             "hosts": [{"host": n, "hypervisor_hostname": n} for n in call.node_names],
             "weights": dict.fromkeys(call.node_names, 0.0),
@@ -271,6 +337,36 @@ def node_refusal(pod: Mapping[str, Any], node: Mapping[str, Any]) -> str | None:
     if terms and not any(_term_matches(t.get("matchExpressions") or (), labels) for t in terms):
         return "no required node affinity term matches"
     return None
+
+
+def allocatable_refusal(wanted: Mapping[str, Decimal], node: Mapping[str, Any]) -> str | None:
+    """Why ``node``'s own ``status.allocatable`` cannot hold the pod's GPUs; None if it can.
+
+    For a node Cortex has no cortex-agent report of, where the Node object is all it
+    knows. ``wanted``: :func:`pod_resources`. Each of ``nvidia.com/gpu`` and
+    ``nvidia.com/mig-<profile>`` the pod asks for must be allocatable at least as many
+    times (absent: 0), as kube-scheduler's NodeResourcesFit requires of an extended
+    resource (``noderesources/fit.go`` ``fitsRequest``; a request above the node's
+    allocatable is unresolvable there too). The reason is in its words:
+    ``Insufficient nvidia.com/gpu: 2 requested, 0 allocatable``.
+    """
+    allocatable = ((node.get("status") or {}).get("allocatable")) or {}
+    for name, amount in sorted(wanted.items()):
+        if amount <= 0 or not (name == GPU_RESOURCE or _MIG_RESOURCE.match(name)):
+            continue
+        try:
+            have = quantity(allocatable[name], name) if name in allocatable else Decimal(0)
+        except BadRequest as exc:
+            return f"node allocatable {exc}"
+        if have < amount:
+            return (f"Insufficient {name}: {_number(amount)} requested, {_number(have)} "
+                    "allocatable")
+    return None
+
+
+def _number(amount: Decimal) -> str:
+    """``amount`` as a plain number: ``2``, ``0.5``."""
+    return str(int(amount)) if amount == amount.to_integral_value() else f"{amount.normalize():f}"
 
 
 def _term_matches(expressions: Sequence[Mapping[str, Any]], labels: Mapping[str, str]) -> bool:

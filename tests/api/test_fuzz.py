@@ -41,7 +41,7 @@ CASES = ([(p, m, schemathesis.GenerationMode.POSITIVE) for p, m in OPERATIONS]
 RULES_BEYOND_SCHEMA = {"/scheduler/nova/external", "/scheduler/cinder/external",
                        "/scheduler/manila/external", "/v1/topology/{host}",
                        "/v1/scheduler/{service}/simulate", "/v1/commitments",
-                       # the pod's quantities and hints, one of Nodes and NodeNames
+                       # exactly one of Nodes and NodeNames
                        "/scheduler/kubernetes/filter", "/scheduler/kubernetes/prioritize"}
 EXTENDER_SCHEMAS = {"/scheduler/kubernetes/filter": "ExtenderArgs",
                     "/scheduler/kubernetes/prioritize": "ExtenderArgs",

@@ -1,10 +1,11 @@
-"""The kube-scheduler extender (issue 22): filter, prioritize and bind as kube-scheduler calls them.
+"""The kube-scheduler extender: filter, prioritize and bind as kube-scheduler calls them.
 
 Sixteen Kubernetes nodes, each an HGX H100 board known only by its cortex-agent
 report, on four leaves (two adjacent pairs, one per spine); gpu-01 has 2 GPUs in use,
-gpu-02 all 8. The recorded bodies in ``tests/fixtures/kubernetes`` have the upstream
-wire shape (``k8s.io/kube-scheduler/extender/v1``: Go field names, no JSON tags).
-A fake API server takes the Bindings.
+gpu-02 all 8. One more node, mig-00, is an A100 board split into MIG instances, on no
+leaf. The recorded bodies in ``tests/fixtures/kubernetes`` have the upstream wire shape
+(``k8s.io/kube-scheduler/extender/v1``: Go field names, no JSON tags). A fake API
+server takes the Bindings and refuses a second one for a bound pod, as the real one does.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from datetime import UTC, datetime
 
 import pytest
 from flask import Flask, jsonify, request
+from sqlalchemy import select
 from werkzeug.serving import make_server
 
 from cortex.api.app import create_app
 from cortex.api.kubernetes import scaled_scores
 from cortex.db import migrate
 from cortex.db.engine import make_engine
+from cortex.db.models import Decision, GpuDemand
 from cortex.knowledge.network import parse_topology
 from cortex.request.base import BadRequest
 from cortex.request.kubernetes import field, node_refusal, parse_args, pod_spec, quantity
@@ -31,12 +34,16 @@ from cortex.store.network import store_topology
 from cortex.store.reports import store_report
 from tests.api.conftest import make_conf, stop_app
 from tests.conftest import FIXTURES, REPO, _create_postgres_database, _drop_postgres_database
+from tests.waiting import DEADLINE
 
 NODES = [f"gpu-{i:02d}" for i in range(16)]
 HGX = json.loads((REPO / "etc/cortex/topology/hgx-h100-8gpu.json").read_text())
 for _cell in HGX["numa_cells"]:  # a Kubernetes node: no nova.conf CPU sets, all CPUs shared
     _cell.update(shared_cpus=_cell["cpus"], dedicated_cpus="")
 GPUS = [g["pci_address"] for g in HGX["gpus"]]
+A100_MIG = json.loads((REPO / "etc/cortex/topology/a100-mig-4gpu.json").read_text())
+for _cell in A100_MIG["numa_cells"]:
+    _cell.update(shared_cpus=_cell["cpus"], dedicated_cpus="")
 BODIES = FIXTURES / "kubernetes"
 
 
@@ -45,19 +52,35 @@ def body(name: str) -> dict:
 
 
 class FakeKubernetes:
-    """The API server's pod read and binding create, on a loopback port."""
+    """The API server's pod read and binding create, on a loopback port.
+
+    A Binding for a pod already bound is refused with 409, as the API server refuses
+    one for a pod that has ``spec.nodeName``; ``rebind`` accepts it all the same.
+    """
 
     def __init__(self) -> None:
         self.bindings: list[tuple[str, dict]] = []
+        self.bound: dict[str, str] = {}
         self.refuse = False
+        self.rebind = False
         app = Flask("fake-kubernetes")
 
         @app.post("/api/v1/namespaces/<namespace>/pods/<name>/binding")
         def binding(namespace, name):
-            if self.refuse:
+            pod = f"{namespace}/{name}"
+            if self.refuse or (pod in self.bound and not self.rebind):
                 return jsonify(kind="Status", code=409, message="pod already bound"), 409
-            self.bindings.append((f"{namespace}/{name}", request.get_json()))
+            self.bindings.append((pod, request.get_json()))
+            self.bound[pod] = request.get_json()["target"]["name"]
             return jsonify(kind="Status", status="Success", code=201), 201
+
+        @app.get("/api/v1/namespaces/<namespace>/pods/<name>")
+        def pod(namespace, name):
+            spec = {"containers": []}
+            if f"{namespace}/{name}" in self.bound:
+                spec["nodeName"] = self.bound[f"{namespace}/{name}"]
+            return jsonify(apiVersion="v1", kind="Pod", spec=spec,
+                           metadata={"name": name, "namespace": namespace})
 
         self._server = make_server("127.0.0.1", 0, app, threaded=True)
         self.url = f"http://127.0.0.1:{self._server.server_port}"
@@ -79,6 +102,8 @@ def cluster():
         for node in NODES:
             store_report(connection, node, topology_report(
                 {"report": copy.deepcopy(HGX), "gpus_in_use": used.get(node, [])}), now)
+        store_report(connection, "mig-00", topology_report(
+            {"report": copy.deepcopy(A100_MIG), "gpus_in_use": []}), now)
         leaves = {f"leaf-{n}": {"spine": f"spine-{1 + (n - 1) // 2}", "uplink_gbps": 1600,
                                 "hosts": NODES[(n - 1) * 4:n * 4],
                                 "adjacent": [f"leaf-{n + 1 if n % 2 else n - 1}"]}
@@ -103,7 +128,8 @@ def api(cluster):
     stop_app(app)
     fake.close()
     with engine.begin() as connection:
-        connection.exec_driver_sql("DELETE FROM inflight_reservations")
+        for table in ("inflight_reservations", "gpu_demand", "decisions"):
+            connection.exec_driver_sql(f"DELETE FROM {table}")
 
 
 def post(client, verb: str, document) -> tuple[int, object]:
@@ -188,10 +214,6 @@ def test_scaled_scores():
     (lambda a: a.update(NodeNames=["gpu-00"]), "exactly one of Nodes and NodeNames"),
     (lambda a: a.update(Nodes=None), "exactly one of Nodes and NodeNames"),
     (lambda a: a.update(Nodes={"items": [{"metadata": {}}]}), "'name' is a required property"),
-    (lambda a: a["Pod"]["spec"]["containers"][0]["resources"]["requests"].update(cpu="2x"),
-     "not a Kubernetes quantity"),
-    (lambda a: a["Pod"]["metadata"]["annotations"].update(
-        {"topology.cortex.dev/placement-strategy": "random"}), "placement_strategy"),
 ])
 def test_bad_arguments_get_400_with_a_json_error(api, change, message):
     client, _, _ = api
@@ -313,3 +335,134 @@ def test_node_affinity_is_read_as_the_node_affinity_plugin_reads_it():
     assert node_refusal(pod, node(zone="a", gpus="2")) is not None
     assert node_refusal(pod, node(zone="c", gpus="8")) is not None
     assert node_refusal(pod, node(special="")) is None  # the second term, ORed
+
+
+def placed_demand(app, uid: str) -> list[tuple[str, str, int]]:
+    """``(outcome, host, gpus)`` of the ``gpu_demand`` rows of the pod ``uid``'s decisions."""
+    services = app.extensions["cortex"]
+    services.decisions.flush(DEADLINE)
+    with services.engine.connect() as connection:
+        return [tuple(row) for row in connection.execute(
+            select(GpuDemand.outcome, GpuDemand.host, GpuDemand.gpus)
+            .join(Decision, Decision.id == GpuDemand.decision_id)
+            .where(Decision.resource_id == uid))]
+
+
+def test_demand_is_recorded_once_when_the_pod_is_bound_never_when_judged(api):
+    client, fake, app = api
+    args = body("filter-nodes.json")
+    uid = "7f9c0000-0000-4000-8000-000000000201"
+    args["Pod"]["metadata"].update(name="infer-demand", uid=uid)
+    for _ in range(20):  # kube-scheduler retries an unschedulable pod: each is a new cycle
+        assert post(client, "filter", args)[0] == 200
+        assert post(client, "prioritize", args)[0] == 200
+    assert placed_demand(app, uid) == []
+    bind = {"PodName": "infer-demand", "PodNamespace": "ml-team", "PodUID": uid,
+            "Node": "gpu-01"}
+    assert post(client, "bind", bind) == (200, {"Error": ""})
+    assert placed_demand(app, uid) == [("placed", "gpu-01", 2)]
+    # the answer was lost and kube-scheduler binds again: the API server refuses a second
+    # Binding, the pod is seen on the node, the bind succeeds and counts nothing more
+    assert post(client, "bind", bind) == (200, {"Error": ""})
+    fake.rebind = True  # an API server that took a second Binding: still counted once
+    assert post(client, "bind", bind) == (200, {"Error": ""})
+    assert len(fake.bindings) == 2
+    assert placed_demand(app, uid) == [("placed", "gpu-01", 2)]
+    # bound elsewhere: not this bind's success
+    fake.rebind, fake.bound["ml-team/infer-demand"] = False, "gpu-05"
+    status, answer = post(client, "bind", bind)
+    assert status == 200 and "gpu-05" in answer["Error"]
+    assert placed_demand(app, uid) == [("placed", "gpu-01", 2)]
+
+
+@pytest.mark.parametrize("annotation, value, allowed", [
+    ("network-bandwidth", "high", "a positive number of Gbit/s"),
+    ("placement-strategy", "random", "one of consolidated, distributed, balanced"),
+    ("latency-sensitive", "maybe", "true or false"),
+    ("pod-group-size", "0", "an integer 1..10000"),
+    ("numa-policy", "strict", "one of legacy, preferred, required, socket"),
+])
+@pytest.mark.parametrize("fixture", ["filter-nodes.json", "filter-node-names.json"])
+def test_a_bad_annotation_fails_the_pods_nodes_with_a_reason(api, fixture, annotation, value,
+                                                              allowed):
+    client, _, _ = api
+    args = body(fixture)
+    key = f"topology.cortex.dev/{annotation}"
+    args["Pod"]["metadata"]["annotations"][key] = value
+    offered = args["NodeNames"] or [n["metadata"]["name"] for n in args["Nodes"]["items"]]
+    status, answer = post(client, "filter", args)
+    assert status == 200 and answer["Error"] == "" and answer["FailedNodes"] == {}
+    assert set(answer["FailedAndUnresolvableNodes"]) == set(offered)
+    for reason in answer["FailedAndUnresolvableNodes"].values():
+        assert f"annotation {key}={value!r}" in reason and allowed in reason
+    if fixture == "filter-node-names.json":
+        assert answer["NodeNames"] == [] and answer["Nodes"] is None
+    else:
+        assert answer["Nodes"]["items"] == [] and answer["NodeNames"] is None
+    status, answer = post(client, "prioritize", args)
+    assert status == 200 and answer == [{"Host": n, "Score": 0} for n in offered]
+
+
+def test_a_pod_the_rules_cannot_read_fails_its_nodes_not_the_call(api):
+    client, _, _ = api
+    args = body("filter-node-names.json")
+    args["Pod"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1.5"
+    status, answer = post(client, "filter", args)
+    assert status == 200 and answer["NodeNames"] == []
+    assert set(answer["FailedAndUnresolvableNodes"]) == set(args["NodeNames"])
+    assert "not a whole number of GPUs" in answer["FailedAndUnresolvableNodes"]["gpu-00"]
+
+
+def test_a_mig_pod_needs_mig_instances_of_its_profile(api):
+    client, fake, _ = api
+    args = body("filter-node-names.json")
+    pod = args["Pod"]
+    pod["metadata"].update(name="mig-0", uid="7f9c0000-0000-4000-8000-000000000301")
+    pod["metadata"]["annotations"] = {}
+    pod["metadata"]["labels"] = {}
+    pod["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"nvidia.com/mig-3g.40gb": "2"}}
+    args["NodeNames"] = ["gpu-00", "mig-00"]
+    status, answer = post(client, "filter", args)
+    assert status == 200 and answer["Error"] == ""
+    assert answer["NodeNames"] == ["mig-00"]
+    reason = answer["FailedAndUnresolvableNodes"]["gpu-00"]
+    assert "nvidia.com/mig-3g.40gb" in reason and "0 MIG 3g.40gb instances" in reason
+    scores = {p["Host"]: p["Score"] for p in post(client, "prioritize", args)[1]}
+    assert scores["gpu-00"] == 0
+    status, answer = post(client, "bind", {"PodName": "mig-0", "PodNamespace": "ml-team",
+                                           "PodUID": pod["metadata"]["uid"], "Node": "gpu-00"})
+    assert "cannot hold the pod" in answer["Error"] and fake.bindings == []
+    # a profile the MIG node is not split into
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-7g.80gb": "1"}
+    status, answer = post(client, "filter", args)
+    assert answer["NodeNames"] == [] and set(answer["FailedAndUnresolvableNodes"]) == {
+        "gpu-00", "mig-00"}
+
+
+def test_a_node_without_a_report_is_judged_by_its_own_allocatable(api):
+    client, _, _ = api
+    args = body("filter-nodes.json")
+    template = args["Nodes"]["items"][0]
+    extra = {}
+    for name, allocatable in (("gpu-98", {"cpu": "64", "memory": "512Gi"}),
+                              ("gpu-97", {"cpu": "64", "nvidia.com/gpu": "1"}),
+                              ("gpu-96", {"cpu": "64", "nvidia.com/gpu": "8"})):
+        node = copy.deepcopy(template)
+        node["metadata"].update(name=name, uid=f"node-uid-{name}")
+        node["metadata"]["labels"]["kubernetes.io/hostname"] = name
+        node["status"]["allocatable"] = allocatable
+        extra[name] = node
+    args["Nodes"]["items"] += list(extra.values())
+    status, answer = post(client, "filter", args)
+    assert status == 200 and answer["Error"] == ""
+    passing = [n["metadata"]["name"] for n in answer["Nodes"]["items"]]
+    assert "gpu-96" in passing and "gpu-97" not in passing and "gpu-98" not in passing
+    unresolvable = answer["FailedAndUnresolvableNodes"]
+    assert unresolvable["gpu-98"].startswith("Insufficient nvidia.com/gpu: 2 requested, 0")
+    assert unresolvable["gpu-97"].startswith("Insufficient nvidia.com/gpu: 2 requested, 1")
+    assert "gpu-96" not in unresolvable and "gpu-96" not in answer["FailedNodes"]
+    # a node with a report is judged by the report, not by what its object says
+    args["Nodes"]["items"][0]["status"]["allocatable"].pop("nvidia.com/gpu")
+    status, answer = post(client, "filter", args)
+    assert "gpu-00" in [n["metadata"]["name"] for n in answer["Nodes"]["items"]]
