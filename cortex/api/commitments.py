@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from datetime import UTC, datetime
+from functools import partial
 
 from flask import current_app, jsonify, request
 from sqlalchemy.exc import DataError
@@ -17,17 +19,19 @@ from cortex.knowledge.cache import KnowledgeUnavailable
 from cortex.knowledge.commitments import Commitment, commitment_spec
 from cortex.scheduler.service import NO_BUDGET_WAIT, SchedulingFailed
 from cortex.simulator.commitments import (
+    STORE_MARGIN,
     CommitmentInvalid,
     CommitmentRefused,
     CommitmentTimedOut,
-    IdempotencyConflict,
+    place,
 )
-from cortex.simulator.commitments import commit as place_and_store
 from cortex.store.commitments import (
     CommitmentLockTimeout,
+    IdempotencyConflict,
     commitment_document,
     delete_commitment,
     list_commitments,
+    write_commitment,
 )
 
 #: What an ``Idempotency-Key`` may be: 1 to 255 visible ASCII characters.
@@ -44,9 +48,12 @@ def commit(services, body: object, now: datetime,
            idempotency_key: str | None = None) -> tuple[Commitment, bool]:
     """Validate ``body`` (a ``CommitmentCreate``), then place and store it.
 
-    ``services``: the app's (``app.extensions["cortex"]``). The write takes at most the
-    scheduler's ``request_time_budget``, its database waits included
-    (:func:`cortex.simulator.commitments.commit`). Returns ``(commitment, created)``:
+    ``services``: the app's (``app.extensions["cortex"]``). The write
+    (:func:`cortex.store.commitments.write_commitment` around
+    :func:`cortex.simulator.commitments.place`) takes at most the scheduler's
+    ``request_time_budget``: the lock is waited for, and the instances placed, until
+    :data:`~cortex.simulator.commitments.STORE_MARGIN` s before its end, and every
+    database wait ends with it. Returns ``(commitment, created)``:
     ``created`` False when ``idempotency_key`` already created it from the same body.
     Raises CommitmentInvalid for a body that is not one (or ends before it starts, or
     names a zone without hosts), CommitmentRefused when not every instance fits
@@ -61,10 +68,13 @@ def commit(services, body: object, now: datetime,
     except ValueError as exc:
         raise CommitmentInvalid(str(exc)) from None
     budget = services.scheduler.settings.request_time_budget or NO_BUDGET_WAIT
+    until = time.monotonic() + budget - STORE_MARGIN
     with guard.deadline(budget):
         try:
-            return place_and_store(services.scheduler, services.engine, spec, now,
-                                   idempotency_key, request_digest(body), budget)
+            return write_commitment(
+                services.engine, partial(place, services.scheduler, spec, now, until=until),
+                idempotency_key, request_digest(body),
+                lock_timeout=max(until - time.monotonic(), 0.001))
         except ValueError as exc:
             raise CommitmentInvalid(str(exc)) from None
 

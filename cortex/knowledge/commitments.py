@@ -172,6 +172,19 @@ def counted_holds(commitments: Iterable[Commitment], hosts: Mapping[str, object]
             for h in free_holds(c, hosts)]
 
 
+def overlapping_holds(commitments: Iterable[Commitment], hosts: Mapping[str, object],
+                      start: datetime, end: datetime, now: datetime) -> list[Reservation]:
+    """The free holds of every commitment whose period meets ``[start, end)``, as reservations.
+
+    Whatever the project: what a new commitment for that period must not be given
+    again. A commitment over by ``now`` holds nothing (its reservations would be expired).
+    """
+    return [Reservation(f"hold-{h.id}", h.host, None, None, h.resources, h.gpus,
+                        c.created_at, c.end_at)
+            for c in commitments if c.start_at < end and start < c.end_at and c.end_at > now
+            for h in free_holds(c, hosts)]
+
+
 def owner_room(commitments: Iterable[Commitment], hosts: Mapping[str, object],
                project_id: str | None, now: datetime) -> dict[str, int]:
     """``{host: free holds}`` of ``project_id``'s active commitments (its own room)."""

@@ -5,19 +5,19 @@ A commitment (:mod:`cortex.knowledge.commitments`) is placed when it is created:
 the commitment's shape (the simulator's :func:`cortex.simulator.replay.request_body`)
 with every host of the zone a candidate and the owner's project (its tenant isolation
 and allowed projects apply), through the pipeline the choice rules give it, as a
-simulation that promises and records nothing. Every commitment's free room, the
-owner's other commitments' too, and the instances placed so far count as used
-(:class:`RunOptions` ``holds``), so room is never promised twice and a placement is
-never one the scheduler itself would refuse. Each instance's hold is the request's
-resources on the first host of the answer and the GPUs nova-compute would hand it there
-(:func:`cortex.scheduler.promise.predicted_gpus`). All or nothing: when an instance
-finds no host, :class:`CommitmentRefused` says how many fitted.
+simulation that promises and records nothing. The free room of every commitment whose
+period meets the new one's (the owner's own too: one starting a second later holds its
+room for most of the same period) and the instances placed so far count as used
+(:class:`RunOptions` ``holds``), so room is never promised twice for one moment, and a
+placement is never one the scheduler itself would refuse. Each instance's hold is the
+request's resources on the first host of the answer and the GPUs nova-compute would
+hand it there (:func:`cortex.scheduler.promise.predicted_gpus`). All or nothing: when
+an instance finds no host, :class:`CommitmentRefused` says how many fitted.
 
-:func:`commit` is the write: in one transaction it takes the commitments' write lock
-(:func:`cortex.store.commitments.lock_commitments`), reads the stored commitments (a
-worker's view may not carry one another worker just stored), places against them and
-stores the result, so concurrent commitments never count the same room twice. An
-``Idempotency-Key`` makes a retried create answer the commitment it created.
+The write is :func:`cortex.store.commitments.write_commitment`: in one transaction it
+takes the commitments' lock, hands :func:`place` the stored commitments (a worker's view
+may not carry one another worker just stored) and stores the result, so concurrent
+commitments never count the same room twice.
 """
 
 from __future__ import annotations
@@ -29,21 +29,13 @@ from dataclasses import replace
 from datetime import datetime
 from types import MappingProxyType
 
-from sqlalchemy import Engine
-
-from cortex.knowledge.commitments import Commitment, Hold, counted_holds
+from cortex.knowledge.commitments import Commitment, Hold, overlapping_holds
 from cortex.knowledge.reservations import Reservation, with_reservations
 from cortex.request.nova import NovaRequest
 from cortex.scheduler.promise import predicted_gpus
 from cortex.scheduler.service import SchedulerService, SchedulingFailed, simulation
 from cortex.simulator.replay import request_body
 from cortex.simulator.trace import TraceRequest
-from cortex.store.commitments import (
-    list_commitments,
-    lock_commitments,
-    save_commitment,
-    stored_by_key,
-)
 
 
 class CommitmentRefused(Exception):
@@ -58,46 +50,8 @@ class CommitmentTimedOut(Exception):
     """Placing every instance took longer than the caller's budget; nothing was stored (503)."""
 
 
-class IdempotencyConflict(Exception):
-    """An Idempotency-Key already created a commitment from another body (422)."""
-
-
 #: Seconds of the budget left for storing the commitment once its instances are placed.
 STORE_MARGIN = 0.2
-
-
-def commit(scheduler: SchedulerService, engine: Engine, spec: Commitment, now: datetime,
-           idempotency_key: str | None = None, request_digest: str | None = None,
-           budget: float | None = None) -> tuple[Commitment, bool]:
-    """Place ``spec`` and store it in one transaction under the commitments' lock.
-
-    Returns ``(commitment, created)``: ``created`` False when ``idempotency_key``
-    (the create's ``Idempotency-Key``) already created one from a body of the same
-    ``request_digest`` (that one is returned, nothing placed). ``budget``: seconds the
-    whole write may take (None: no limit): the lock is waited for within it, and the
-    placement stops :data:`STORE_MARGIN` s before its end.
-
-    Raises CommitmentRefused (not every instance fits, nothing stored),
-    CommitmentTimedOut, IdempotencyConflict (the key was used with another body),
-    :class:`cortex.store.commitments.CommitmentLockTimeout`, ValueError (see
-    :func:`place`), SchedulingFailed and SQLAlchemyError.
-    """
-    until = None if budget is None else time.monotonic() + budget
-    with engine.begin() as connection:
-        lock_commitments(connection, None if until is None
-                         else max(until - time.monotonic() - STORE_MARGIN, 0.001))
-        if idempotency_key is not None:
-            found = stored_by_key(connection, idempotency_key)
-            if found is not None:
-                if found[1] != request_digest:
-                    raise IdempotencyConflict(
-                        f"Idempotency-Key {idempotency_key!r} created commitment "
-                        f"{found[0].id} from another body")
-                return found[0], False
-        commitment = place(scheduler, spec, now, list_commitments(connection),
-                           None if until is None else until - STORE_MARGIN)
-        save_commitment(connection, commitment, idempotency_key, request_digest)
-    return commitment, True
 
 
 def place(scheduler: SchedulerService, spec: Commitment, now: datetime,
@@ -124,12 +78,11 @@ def place(scheduler: SchedulerService, spec: Commitment, now: datetime,
                for name in zone]
     weights = dict.fromkeys(zone, 0.0)
     commitment_id = str(uuidlib.uuid4())
-    # Asked as the owner (tenant isolation and allowed projects apply as to its VMs),
-    # so the scheduler counts the other projects' room; the owner's own is added here.
+    # Asked as the owner (tenant isolation and allowed projects apply as to its VMs);
+    # every commitment's room is counted here (the service counts none of its own), as
+    # it will be held at some moment of the new commitment's period.
     stored = tuple(view.commitments if commitments is None else commitments)
-    own = counted_holds([c for c in stored if c.project_id == spec.project_id],
-                        view.hosts, None, now)
-    others = counted_holds(stored, view.hosts, spec.project_id, now)
+    counted = overlapping_holds(stored, view.hosts, spec.start_at, spec.end_at, now)
     holds: list[Hold] = []
     placed: list[Reservation] = []
     for index in range(spec.count):
@@ -140,7 +93,7 @@ def place(scheduler: SchedulerService, spec: Commitment, now: datetime,
         request = _request(spec, f"{commitment_id}-{index}", entries, weights)
         try:
             decision = scheduler.schedule(request, simulation(
-                now=now, holds=(*own, *placed), commitments=stored))
+                now=now, holds=(*counted, *placed), commitments=()))
         except SchedulingFailed as exc:
             if exc.status == 503:
                 raise
@@ -150,7 +103,7 @@ def place(scheduler: SchedulerService, spec: Commitment, now: datetime,
                 f"{index} of {spec.count} instances fit in availability zone "
                 f"{spec.availability_zone or '(any)'}; nothing was committed")
         host = decision.result[0]
-        state = with_reservations(view, [*others, *own, *placed], now).hosts[host]
+        state = with_reservations(view, [*counted, *placed], now).hosts[host]
         hold = Hold(str(uuidlib.uuid4()), commitment_id, host,
                     MappingProxyType(dict(request.resources)), predicted_gpus(state, request),
                     sum(1 for i in view.hosts[host].instances if i.project_id == spec.project_id))

@@ -13,10 +13,11 @@ the lock is held until the rows are committed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, text, update
+from sqlalchemy import Connection, Engine, delete, insert, select, text, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
@@ -36,6 +37,42 @@ LOCK_KEY = (0x434F5243 & 0x7FFFFFFF, 1)  # "CORC": Cortex commitments
 
 class CommitmentLockTimeout(Exception):
     """Another commitment held the write lock longer than the caller could wait (503)."""
+
+
+class IdempotencyConflict(Exception):
+    """An Idempotency-Key already created a commitment from another body (422)."""
+
+
+def write_commitment(engine: Engine, place: Callable[[tuple[Commitment, ...]], Commitment],
+                     idempotency_key: str | None = None, request_digest: str | None = None,
+                     lock_timeout: float | None = None) -> tuple[Commitment, bool]:
+    """Decide and store a commitment in one transaction under :func:`lock_commitments`.
+
+    ``place(stored)`` decides the commitment from the commitments stored when the lock
+    was granted (:func:`cortex.simulator.commitments.place`); what it returns is stored
+    before the lock is let go, so two writers never count the same free room. Returns
+    ``(commitment, created)``: ``created`` False when ``idempotency_key`` (the create's
+    ``Idempotency-Key``) already created one from a body of the same ``request_digest``
+    (that one is returned, ``place`` not called). ``lock_timeout``: seconds to wait for
+    the lock (None: the connection's ``lock_timeout``).
+
+    Raises IdempotencyConflict (the key was used with another body),
+    CommitmentLockTimeout, whatever ``place`` raises (nothing is stored) and
+    SQLAlchemyError.
+    """
+    with engine.begin() as connection:
+        lock_commitments(connection, lock_timeout)
+        if idempotency_key is not None:
+            found = stored_by_key(connection, idempotency_key)
+            if found is not None:
+                if found[1] != request_digest:
+                    raise IdempotencyConflict(
+                        f"Idempotency-Key {idempotency_key!r} created commitment "
+                        f"{found[0].id} from another body")
+                return found[0], False
+        commitment = place(list_commitments(connection))
+        save_commitment(connection, commitment, idempotency_key, request_digest)
+    return commitment, True
 
 
 def lock_commitments(connection: Connection, timeout: float | None = None) -> None:
@@ -200,6 +237,8 @@ def list_commitments(connection: Connection) -> tuple[Commitment, ...]:
 def commitment_document(commitment: Commitment, hosts: Any, now: datetime) -> dict[str, Any]:
     """The API's and the CLI's shape of a commitment (``Commitment`` in openapi.yaml).
 
+    Holds by host, then id: the same order however the commitment was read.
+
     ``hosts``: the view's host states, for ``in_use`` (holds the owner's instances
     consume, :func:`cortex.knowledge.commitments.free_holds`).
     """
@@ -214,4 +253,4 @@ def commitment_document(commitment: Commitment, hosts: Any, now: datetime) -> di
         "in_use": len(commitment.holds) - len(free_holds(commitment, hosts)),
         "holds": [{"id": h.id, "host": h.host, "resources": dict(h.resources),
                    "gpus": list(h.gpus), "instance_uuid": h.instance_uuid}
-                  for h in commitment.holds]}
+                  for h in sorted(commitment.holds, key=lambda h: (h.host, h.id))]}

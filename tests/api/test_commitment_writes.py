@@ -98,6 +98,24 @@ def test_a_worker_with_an_old_view_does_not_commit_the_same_room_again(workers, 
     assert stored(demo[1]) == (1, 4)
 
 
+def test_room_is_held_for_every_moment_of_a_period_and_only_then(workers, demo):
+    client = workers[0].test_client()
+    now = datetime.now(UTC)
+
+    def period(start_days, end_days):
+        return {"start_at": (now + timedelta(days=start_days)).isoformat(),
+                "end_at": (now + timedelta(days=end_days)).isoformat()}
+
+    # one that starts later still holds its room for most of the same period
+    assert client.post("/v1/commitments", json=body(**period(1, 30))).status_code == 201
+    assert client.post("/v1/commitments", json=body(**period(0, 30))).status_code == 409
+    assert client.post("/v1/commitments", json=body(**period(29, 60))).status_code == 409
+    # periods that do not meet may use the same room
+    assert client.post("/v1/commitments", json=body(**period(30, 60))).status_code == 201
+    assert client.post("/v1/commitments", json=body(**period(0, 1))).status_code == 201
+    assert stored(demo[1]) == (3, 12)
+
+
 def test_a_retry_with_the_same_idempotency_key_answers_the_first_commitment(workers, demo):
     client, other = (app.test_client() for app in workers[:2])
     sent = body(count=1)
