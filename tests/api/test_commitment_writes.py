@@ -14,10 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from cortex.api.app import create_app
-from cortex.db import models
+from cortex.db import guard, models
+from cortex.store.commitments import LOCK_KEY
 from tests.api.conftest import make_conf, stop_app
 from tests.api.test_commitments import H100, OWNER, ask
 from tests.conftest import demo_database, demo_sqlite
@@ -114,6 +115,26 @@ def test_room_is_held_for_every_moment_of_a_period_and_only_then(workers, demo):
     assert client.post("/v1/commitments", json=body(**period(30, 60))).status_code == 201
     assert client.post("/v1/commitments", json=body(**period(0, 1))).status_code == 201
     assert stored(demo[1]) == (3, 12)
+
+
+def test_a_commitment_waits_for_anothers_lock_only_within_the_budget(demo):
+    url, engine = demo
+    app = build(url, engine, **{"scheduler.request_time_budget": 0.5})
+    try:
+        with engine.connect() as holder:  # another worker placing a commitment
+            holder.execute(text("SELECT pg_advisory_xact_lock(:n, :k)"),
+                           {"n": LOCK_KEY[0], "k": LOCK_KEY[1]})
+            answer = app.test_client().post("/v1/commitments", json=body())
+            holder.rollback()
+        assert answer.status_code == 503, answer.get_data(as_text=True)
+        error = answer.get_json()["errors"][0]
+        assert error["code"] == "cortex.commitment_budget"
+        assert "another commitment" in error["detail"]
+        assert stored(engine) == (0, 0)
+        assert not guard.health(engine).down  # a lock wait is not a database outage
+        assert app.test_client().post("/v1/commitments", json=body()).status_code == 201
+    finally:
+        stop_app(app)
 
 
 def test_a_retry_with_the_same_idempotency_key_answers_the_first_commitment(workers, demo):

@@ -131,6 +131,25 @@ def test_hung_database_answers_within_the_budget_and_never_holds_the_slots(clust
         health.headers["X-Cortex-Degraded"]
 
 
+def test_a_commitment_on_a_hung_database_answers_within_the_budget(cluster, make_app):
+    app = make_app()
+    client = app.test_client()
+    assert post(client, "nova", nova_body()).status_code == 200  # warm
+    cluster.freeze()
+    body = {"project_id": "p", "vcpus": 2, "memory_mb": 1024, "count": 1,
+            "end_at": "2099-01-01T00:00:00Z"}
+    (result,) = concurrently([lambda: app.test_client().post("/v1/commitments", json=body)],
+                             timeout=PROMPT + 10)
+    assert result is not None, "the commitment still waits for the frozen database"
+    response, seconds = result
+    # before, it waited [database] request_timeout (10 s), not the request budget
+    assert response.status_code == 503 and seconds < PROMPT, (response.status_code, seconds)
+    assert response.get_json()["errors"][0]["code"] == "cortex.database_unavailable"
+    cluster.thaw()
+    with make_engine(cluster.url).connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM commitments")).scalar() == 0
+
+
 def test_hung_database_with_old_knowledge_is_a_fast_503_and_health_agrees(cluster, make_app):
     app = make_app(**{"database.max_knowledge_age": 30.0})
     client = app.test_client()
