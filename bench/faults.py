@@ -15,7 +15,11 @@ but for ``[database] max_knowledge_age`` (``--max-age``, short so the run is sho
   answered with a promise again (``--rounds`` freezes of ``--freeze`` s each);
 - after ``--silence`` s without any request: the knowledge age and the first answer;
 - with ``--gunicorn``: the burst again by HTTP through gunicorn with the sample settings
-  (2 workers x 4 threads: 8 request slots), 24 Nova calls and more at once.
+  (2 workers x 4 threads: 8 request slots), 24 Nova calls and more at once; then
+  ``--rounds`` freezes of ``--freeze`` s, each followed by the recovery by HTTP: seconds
+  after SIGCONT until 8 healthchecks in a row (both workers) carry no
+  ``X-Cortex-Degraded`` and 4 Nova calls in a row are answered promised
+  (``cortex_scheduler_unpromised_answers_total`` does not move).
 
 Usage: ``python bench/faults.py [--max-age 6] [--freeze 10] [--rounds 8] [--silence 20]
 [--gunicorn]``.
@@ -187,12 +191,12 @@ def main() -> None:
         knowledge.close()
         app.extensions["cortex"].decisions.close()
         if args.gunicorn:
-            through_gunicorn(cluster)
+            through_gunicorn(cluster, args)
     finally:
         cluster.destroy()
 
 
-def through_gunicorn(cluster) -> None:
+def through_gunicorn(cluster, args) -> None:
     """The burst again through gunicorn (2 workers x 4 threads: 8 request slots), by HTTP."""
     import os
     import signal
@@ -203,7 +207,7 @@ def through_gunicorn(cluster) -> None:
     import urllib.request
     from concurrent.futures import ThreadPoolExecutor
 
-    def fetch(url, body=None):
+    def fetch(url, body=None, answer=None):
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(url, data=data,
                                      headers={"Content-Type": "application/json"})
@@ -211,11 +215,29 @@ def through_gunicorn(cluster) -> None:
         try:
             with urllib.request.urlopen(req, timeout=10) as response:
                 status = response.status
+                if answer is not None:
+                    answer.append((response.headers, response.read()))
         except urllib.error.HTTPError as exc:
             status = exc.code
         except OSError:
             status = 0  # Nova's 10 s timeout
         return status, time.monotonic() - started
+
+    def healthy() -> bool:
+        answer: list = []
+        return fetch(f"{base}/healthcheck", answer=answer)[0] == 200 \
+            and "X-Cortex-Degraded" not in answer[0][0]
+
+    def unpromised() -> float:
+        answer: list = []
+        fetch(f"{base}/metrics", answer=answer)
+        return sum(float(line.rsplit(" ", 1)[1]) for line in answer[0][1].decode().splitlines()
+                   if line.startswith("cortex_scheduler_unpromised_answers_total{"))
+
+    def promised() -> bool:
+        before = unpromised()
+        return all(fetch(f"{base}/scheduler/nova/external", NOVA)[0] == 200
+                   for _ in range(4)) and unpromised() == before
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -247,6 +269,23 @@ def through_gunicorn(cluster) -> None:
               f"{statistics.median(s for _, s in results) * 1000:.0f} ms, statuses "
               f"{sorted({st for st, _ in results})}")
         cluster.thaw()
+        recoveries = []
+        for _ in range(args.rounds):
+            time.sleep(2)
+            cluster.freeze()
+            for _ in range(8):  # both workers find the database gone
+                fetch(f"{base}/scheduler/nova/external", NOVA)
+            time.sleep(args.freeze + random.uniform(0, 3))
+            cluster.thaw()
+            thawed = time.monotonic()
+            while time.monotonic() - thawed < 60:
+                if all(healthy() for _ in range(8)) and promised():
+                    recoveries.append(time.monotonic() - thawed)
+                    break
+                time.sleep(0.02)
+        print(f"gunicorn recovery over {args.rounds} thaws: healthy and promising again "
+              f"after {' '.join(f'{r:.2f}' for r in recoveries)} s "
+              f"(max {max(recoveries, default=float('nan')):.2f} s)")
     finally:
         cluster.thaw()
         process.send_signal(signal.SIGTERM)
