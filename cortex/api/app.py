@@ -302,6 +302,7 @@ def create_app(conf: Config, engine: Engine | None = None,
         app.wsgi_app = keystone_middleware(app.wsgi_app, conf)
     app.wsgi_app = BodyGuard(app.wsgi_app, conf.get("api", "max_body_bytes"))  # 408, 413
     knowledge.refresh()  # warm; a failure is retried per request
+    knowledge.start()  # the age counts from the database, requests or none
     _warn_at_start(conf, knowledge)
     return app
 

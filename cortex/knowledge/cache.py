@@ -124,8 +124,22 @@ class KnowledgeCache:
         self._thread: threading.Thread | None = None
         self._thread_pid: int | None = None
 
+    def start(self) -> None:
+        """Start the background checker now (a worker's start), not at the first view().
+
+        So that the knowledge of a worker that serves nothing for a while (a demo left
+        idle, a quiet night) stays young. Nothing in the foreground mode.
+        """
+        if self._background:
+            self._ensure_checker()
+
     def view(self) -> KnowledgeView:
-        """The current view, refreshed if due; KnowledgeUnavailable if none is usable."""
+        """The current view, refreshed if due; KnowledgeUnavailable if none is usable.
+
+        In the background mode a view older than ``max_age`` whose database is not
+        known to be down (the checker was not running, or the process was suspended)
+        waits, within the caller's deadline, for the check it asks for.
+        """
         if self._background:
             self._ensure_checker()
             if self._view is None:
@@ -133,6 +147,10 @@ class KnowledgeCache:
                 self._wait_first_load()
             elif self._clock() >= self._next_check:
                 self._ask_check()
+                if not self._failures and self._too_old():
+                    left = guard.remaining()
+                    self.wait_for_refresh(self._check_timeout if left is None
+                                          else max(left, 0))
         elif self._clock() >= self._next_check:
             self.refresh()
         problem = self.problem()
@@ -165,6 +183,11 @@ class KnowledgeCache:
                                       else "not refreshed")
             return f"knowledge is {age:.0f} s old (limit {self._max_age:g} s): {why}"
         return None
+
+    def _too_old(self) -> bool:
+        """Whether the view is older than ``max_age`` (never, without a limit)."""
+        age = self.age()
+        return bool(self._max_age) and age is not None and age > self._max_age
 
     def age(self) -> float | None:
         """Seconds since the version was last read successfully (None: never)."""
