@@ -222,49 +222,45 @@ def test_background_reload_answers_from_the_current_view_meanwhile(counted):
     assert counted["load"] == 2 and cache.view() is not first
 
 
-def test_background_checker_keeps_the_age_current_without_requests(counted):
+@pytest.fixture
+def checked(counted):
+    """``(cache, clock)``: a cache with a background checker, max_age 10 s; closed after."""
     clock = Clock()
     cache = KnowledgeCache(engine=None, interval=1.0, max_age=10.0, clock=clock,
                            background=True)
-    try:
-        cache.view()                                       # starts the checker
-        checks = counted["version"]
-        clock.now = 3600.0                                 # an hour without a request
-        wait_until(lambda: counted["version"] > checks, what="a check of the checker's own")
-        assert cache.age() < 10 and cache.problem() is None
-    finally:
-        cache.close()
+    yield cache, clock
+    cache.close()
 
 
-def test_the_checker_runs_from_the_start_not_from_the_first_request(counted):
-    clock = Clock()
-    cache = KnowledgeCache(engine=None, interval=1.0, max_age=10.0, clock=clock,
-                           background=True)
-    try:
-        cache.refresh()                                    # the app's own first load
-        cache.start()                                      # the worker starts
-        checks = counted["version"]
-        clock.now = 3600.0                                 # idle: not one request
-        wait_until(lambda: counted["version"] > checks, what="a check of the checker's own")
-        assert cache.problem() is None
-    finally:
-        cache.close()
+def test_background_checker_keeps_the_age_current_without_requests(counted, checked):
+    cache, clock = checked
+    cache.view()                                           # starts the checker
+    checks = counted["version"]
+    clock.now = 3600.0                                     # an hour without a request
+    wait_until(lambda: counted["version"] > checks, what="a check of the checker's own")
+    assert cache.age() < 10 and cache.problem() is None
 
 
-def test_a_view_too_old_waits_for_its_check_instead_of_answering_unavailable(counted):
-    clock = Clock()
-    cache = KnowledgeCache(engine=None, interval=1.0, max_age=10.0, clock=clock,
-                           background=True)
-    try:
-        first = cache.view()
-        cache.close()                                      # say the process was suspended
-        clock.now = 3600.0
-        assert cache.view() is first                       # checked, not refused
-        assert cache.age() == 0.0
-        counted["fail"] = True                             # a database found down...
-        wait_until(lambda: cache._failures, what="the checker finding the database down")
-        clock.now = 7200.0
-        with pytest.raises(KnowledgeUnavailable):          # ...is not waited for
-            cache.view()
-    finally:
-        cache.close()
+def test_the_checker_runs_from_the_start_not_from_the_first_request(counted, checked):
+    cache, clock = checked
+    cache.refresh()                                        # the app's own first load
+    cache.start()                                          # the worker starts
+    checks = counted["version"]
+    clock.now = 3600.0                                     # idle: not one request
+    wait_until(lambda: counted["version"] > checks, what="a check of the checker's own")
+    assert cache.problem() is None
+
+
+def test_a_view_too_old_waits_for_its_check_instead_of_answering_unavailable(counted,
+                                                                            checked):
+    cache, clock = checked
+    first = cache.view()
+    cache.close()                                          # say the process was suspended
+    clock.now = 3600.0
+    assert cache.view() is first                           # checked, not refused
+    assert cache.age() == 0.0
+    counted["fail"] = True                                 # a database found down...
+    wait_until(lambda: cache._failures, what="the checker finding the database down")
+    clock.now = 7200.0
+    with pytest.raises(KnowledgeUnavailable):              # ...is not waited for
+        cache.view()
