@@ -4,8 +4,10 @@ They answer in the upstream formats of ``tests/fixtures/openstack-api`` at the
 microversion the client asks for (``OpenStack-API-Version`` in, the same header
 out): Nova's hypervisors drop their usage fields at 2.88, servers carry their
 flavor inline from 2.47, flavors their extra specs from 2.61, server groups a
-single ``policy`` from 2.64; servers and migrations take ``changes-since`` (deleted
-servers are listed only then, as Nova does); lists page at ``max_limit`` (1000) with
+single ``policy`` from 2.64; Manila's ``services`` and ``availability-zones`` exist
+from 2.7 (``X-OpenStack-Manila-API-Version``; 404 below, as Manila answers); servers
+and migrations take ``changes-since`` (deleted servers are listed only then, as Nova
+does); lists page at ``max_limit`` (1000) with
 ``<key>_links`` ``next`` links carrying ``limit`` and ``marker``. Keystone issues
 the token ``admin`` (what Placement's ``noauth2`` strategy takes for an admin) and
 a catalog whose placement endpoint can be a real Placement server.
@@ -73,6 +75,8 @@ class FakeCloud:
     cinder_services: list[dict] = field(default_factory=list)
     manila_pools: list[dict] = field(default_factory=list)
     manila_services: list[dict] = field(default_factory=list)
+    # Manila's availability zones: {"id", "name", "created_at", "updated_at"}.
+    manila_zones: list[dict] = field(default_factory=list)
     domains: list[dict] = field(default_factory=list)
     projects: list[dict] = field(default_factory=list)
     # Read-only Placement (benchmarks): providers with "inventories", "usages", "traits",
@@ -515,15 +519,30 @@ def _build_app(fake: FakeOpenStack) -> Flask:
     def share_root():
         return jsonify(share_versions())
 
+    def manila_microversion() -> tuple[int, int]:
+        return mv(request.headers.get("X-OpenStack-Manila-API-Version") or "2.0")
+
+    def manila_has(minimum: str) -> bool:
+        """Whether the requested microversion has a URL of ``minimum`` and later."""
+        return manila_microversion() >= mv(minimum)
+
     @app.get("/share/v2/scheduler-stats/pools/detail")
     def manila_pools():
         return jsonify(pools=cloud.manila_pools)
 
     @app.get("/share/v2/services")
     def manila_services():
+        if not manila_has("2.7"):  # os-services before
+            return Response(status=404)
         binary = request.args.get("binary")
         return jsonify(services=[s for s in cloud.manila_services
                                  if binary in (None, s["binary"])])
+
+    @app.get("/share/v2/availability-zones")
+    def manila_availability_zones():
+        if not manila_has("2.7"):  # os-availability-zone before
+            return Response(status=404)
+        return jsonify(availability_zones=cloud.manila_zones)
 
     # --- Placement (read-only, for benchmarks) -------------------------------------------
     @app.get("/placement")

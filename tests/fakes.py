@@ -65,13 +65,13 @@ def aggregate(uuid, name="agg", az=None, **metadata):
 
 def pool(name, az="eu-de-1a", total=1000.0, free=500.0, provisioned=0.0, reserved=0.0,
          ratio=1.0, thin=False, thick=True, capabilities=None, features=None, count=0,
-         allocated=None):
-    """A StoragePoolState (allocated defaults to ``total - free``)."""
+         allocated=None, az_id=None):
+    """A StoragePoolState (allocated defaults to ``total - free``; ``az_id``: the zone's id)."""
     return StoragePoolState(name, az, total, free,
                             total - free if allocated is None else allocated, provisioned,
                             reserved, ratio, thin, thick,
                             MappingProxyType(dict(capabilities or {})),
-                            MappingProxyType(dict(features or {})), count)
+                            MappingProxyType(dict(features or {})), count, az_id)
 
 
 class ViewCache:

@@ -151,7 +151,9 @@ class StoragePool(Base):
 
     ``name`` is ``host@backend#pool``, the caller's host identity. Capacities are GiB.
     ``features`` (Prometheus, ``{name: float}``) and ``resource_count`` (volumes or
-    shares on the pool) come from the syncers (revision 0004).
+    shares on the pool) come from the syncers (revision 0004). ``availability_zone`` is
+    the zone's name, ``availability_zone_id`` its UUID where the service has one
+    (Manila's ``GET /availability-zones``; revision 0017).
     """
 
     __tablename__ = "storage_pools"
@@ -161,6 +163,7 @@ class StoragePool(Base):
     service: Mapped[str] = mapped_column(String(16), nullable=False)
     name: Mapped[str] = mapped_column(String(255), nullable=False)
     availability_zone: Mapped[str | None] = mapped_column(String(255))
+    availability_zone_id: Mapped[str | None] = mapped_column(String(36))
     total_capacity_gb: Mapped[float] = mapped_column(Float, nullable=False)
     free_capacity_gb: Mapped[float] = mapped_column(Float, nullable=False)
     allocated_capacity_gb: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)

@@ -498,7 +498,7 @@ def _pools(rows, skips: Skips) -> MappingProxyType:
                 r.max_over_subscription_ratio, r.thin_provisioning_support,
                 r.thick_provisioning_support, MappingProxyType(dict(r.capabilities or {})),
                 MappingProxyType({_text(k): float(v) for k, v in (r.features or {}).items()}),
-                r.resource_count or 0)
+                r.resource_count or 0, r.availability_zone_id)
         except ROW_ERRORS as error:
             skips.skip("storage_pools", f"{r.service}/{r.name}", error)
     return MappingProxyType({k: MappingProxyType(v) for k, v in by_service.items()})

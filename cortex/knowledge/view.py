@@ -189,7 +189,9 @@ class StoragePoolState:
     Filled by the syncers, empty when unknown: ``features`` (Prometheus features by
     dotted name, e.g. ``pool.utilization`` or the storage node's ``cpu.busy``, 0..1) and
     ``resource_count`` (volumes or shares on the pool, Cinder's ``VolumeNumberWeigher``
-    count).
+    count). ``availability_zone`` is the zone's name; ``availability_zone_id`` its UUID
+    (Manila's ``availability_zones.id``, what Manila's requests name), None where it is
+    not known (Cinder's pools, whose zones have names only).
     """
 
     name: str
@@ -205,6 +207,7 @@ class StoragePoolState:
     capabilities: Mapping[str, Any]
     features: Mapping[str, float] = field(default_factory=lambda: EMPTY)
     resource_count: int = 0
+    availability_zone_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

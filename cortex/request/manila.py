@@ -22,6 +22,12 @@ class ManilaRequest:
     """A Manila scheduling request (``POST /scheduler/manila/external``).
 
     ``size`` is GiB from ``share_properties`` (``resource_properties`` as fallback).
+    ``availability_zone_id`` is the UUID of the requested zone (Manila's
+    ``availability_zones.id``), read as Manila's AvailabilityZoneFilter reads it
+    (manila/scheduler/filters/availability_zone.py): from ``resource_properties``, else
+    ``share_instance_properties`` (what Manila builds ``resource_properties`` from), else
+    the spec's top level; None when none holds one. ``availability_zones`` are zone
+    names (a share type's ``availability_zones`` extra spec), often empty.
     Replica requests carry ``active_replica_host``; shares from snapshots carry
     ``snapshot_host`` (Manila's own filters already keep compatible pools only).
     """
@@ -32,6 +38,7 @@ class ManilaRequest:
     share_proto: str | None
     share_type: StorageType
     availability_zones: tuple[str, ...]
+    availability_zone_id: str | None
     resource_properties: Mapping[str, Any]
     metadata: Mapping[str, Any]
     snapshot_id: str | None
@@ -72,6 +79,7 @@ class ManilaRequest:
             share_proto=spec.get("share_proto") or props.get("share_proto"),
             share_type=StorageType.from_spec(unwrap(spec.get("share_type"))),
             availability_zones=strings(spec.get("availability_zones")),
+            availability_zone_id=requested_zone_id(spec),
             resource_properties=frozen(props),
             metadata=frozen(props.get("metadata")),
             snapshot_id=spec.get("snapshot_id") or props.get("snapshot_id"),
@@ -86,3 +94,21 @@ class ManilaRequest:
             global_request_id=global_request_id,
             pipeline=body.get("pipeline"),
         )
+
+
+def requested_zone_id(spec: Mapping[str, Any]) -> str | None:
+    """The requested zone's UUID in a Manila request spec, or None.
+
+    Manila's AvailabilityZoneFilter takes ``resource_properties``'
+    ``availability_zone_id`` when the key is there (a null one included) and the
+    spec's own otherwise; a spec without ``resource_properties`` has its
+    ``share_instance_properties`` in their place. An empty string is None.
+    """
+    for key in ("resource_properties", "share_instance_properties"):
+        props = unwrap(spec.get(key))
+        if "availability_zone_id" in props:
+            found = props["availability_zone_id"]
+            break
+    else:
+        found = spec.get("availability_zone_id")
+    return str(found) if found else None

@@ -20,14 +20,15 @@ The format (``etc/cortex/demo-fleet.yaml`` is the worked example)::
                                 cells?: {cell id: {pinned_cpus?, cpu_usage?, memory_usage_mb?,
                                                    hugepages?: {size_kb: {total?, used?}}}}}}]
     storage_pools: [{service: cinder|manila, name: host@backend#pool,
-                    availability_zone?, total_capacity_gb, free_capacity_gb,
+                    availability_zone?, availability_zone_id?, total_capacity_gb, free_capacity_gb,
                     allocated_capacity_gb?, provisioned_capacity_gb?, reserved_percentage?,
                     max_over_subscription_ratio?, thin_provisioning_support?,
                     thick_provisioning_support?, capabilities?: {},
                     features?: {name: float}, resource_count?: int}]
 
 The optional host and pool facts (features, cpu_features, instances, migrations,
-failed_builds, allowed_projects, resource_count) are what the syncers fill in
+failed_builds, allowed_projects, resource_count, a pool's availability_zone_id: the
+UUID of its zone, what Manila's requests name) are what the syncers fill in
 production; see :class:`cortex.knowledge.view.HostState`. Each instance is also a row
 of the ``servers`` table, as Nova's servers list would give it, with its ``flavor`` in
 Nova's embedded form (API >= 2.47) when given: the descheduler asks the pipelines where
@@ -71,6 +72,8 @@ _INVENTORY = {
     | {"allocation_ratio": {"type": "number", "exclusiveMinimum": 0}},
 }
 _STR_OR_NULL = {"type": ["string", "null"]}
+#: A zone's id: ``storage_pools.availability_zone_id`` holds 36 characters (a UUID).
+_ZONE_ID = {"type": ["string", "null"], "maxLength": 36}
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 _FEATURES = {"type": "object", "additionalProperties": {"type": "number"}}
 _COUNT = {"type": "integer", "minimum": 0}
@@ -152,7 +155,8 @@ FLEET_SCHEMA: dict[str, Any] = {
             "required": ["service", "name", "total_capacity_gb", "free_capacity_gb"],
             "properties": {
                 "service": {"enum": ["cinder", "manila"]}, "name": {"type": "string"},
-                "availability_zone": _STR_OR_NULL, "capabilities": {"type": "object"},
+                "availability_zone": _STR_OR_NULL, "availability_zone_id": _ZONE_ID,
+                "capabilities": {"type": "object"},
                 "thin_provisioning_support": {"type": "boolean"},
                 "thick_provisioning_support": {"type": "boolean"},
                 "features": _FEATURES, "resource_count": _COUNT,
@@ -279,6 +283,7 @@ def _pool_row(pool: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "service": pool["service"], "name": pool["name"],
         "availability_zone": pool.get("availability_zone"),
+        "availability_zone_id": pool.get("availability_zone_id"),
         "total_capacity_gb": pool["total_capacity_gb"],
         "free_capacity_gb": pool["free_capacity_gb"],
         "allocated_capacity_gb": pool.get("allocated_capacity_gb", 0.0),

@@ -205,6 +205,24 @@ def test_manila_balances_storage_node_cpu(client, app):
                                "manila-share-1@netapp#aggr_ssd_2"}  # busy node
 
 
+def test_manila_requested_zone_id_is_honoured(client, app):
+    """The bundled body names eu-de-1a by id only: a pool of eu-de-1b is removed by it.
+
+    The demo fleet's pools carry their zones' ids; manila-share-3 is in eu-de-1b. Added to
+    the candidates as the caller's best, it is the one removed and the rest are answered.
+    """
+    body = fixture("manila", "create-share-cifs-az")
+    other = "manila-share-3@netapp#aggr_ssd_1"
+    asked = [h["host"] for h in body["hosts"]]
+    body["hosts"].insert(0, {"host": other})
+    body["weights"][other] = 2.0
+    hosts, decision = decide(client, app, "manila", body)
+    assert other not in hosts and sorted(hosts) == sorted(asked)
+    assert removed_by(decision, "filter_correct_az") == {other: (
+        "availability zone id 627bf322-5fac-4cb6-a34a-cb115ee347dd (eu-de-1b) is not the "
+        "requested 9ed89edd-d684-4325-b600-e6129ec04ece")}
+
+
 def test_manila_share_type_capabilities_are_checked(client, app):
     body = fixture("manila", "create-share-nfs")
     body["spec"]["share_type"]["extra_specs"]["mount_snapshot_support"] = "<is> True"

@@ -109,7 +109,8 @@ FACTS = {
     ],
     "storage_pools": [{"service": "manila", "name": "s@b#p", "total_capacity_gb": 100,
                        "free_capacity_gb": 40, "features": {"cpu.busy": 0.7},
-                       "resource_count": 12}],
+                       "resource_count": 12, "availability_zone": "eu-de-1a",
+                       "availability_zone_id": "9ed89edd-d684-4325-b600-e6129ec04ece"}],
 }
 
 
@@ -134,6 +135,7 @@ def test_host_and_pool_facts_round_trip(db):
             bare.failed_builds, bare.allowed_projects) == ({}, frozenset(), (), (), 0, frozenset())
     pool = view.pools["manila"]["s@b#p"]
     assert dict(pool.features) == {"cpu.busy": 0.7} and pool.resource_count == 12
+    assert pool.availability_zone_id == "9ed89edd-d684-4325-b600-e6129ec04ece"
 
 
 def test_rows_written_without_the_new_columns_get_empty_facts(db):

@@ -8,10 +8,13 @@ import math
 from sqlalchemy import select
 
 from cortex.db import models
+from cortex.knowledge.loader import load_view
 from cortex.sync.runner import run_source
 from cortex.sync.sources import build_sources
 from tests.fake_openstack import sample
 from tests.sync.conftest import sync_conf
+
+EU_DE_1B = "627bf322-5fac-4cb6-a34a-cb115ee347dd"
 
 
 def pools(engine) -> dict:
@@ -53,6 +56,7 @@ def test_cinder_and_manila_pools_with_their_zones(openstack, sync_engine, sync_d
     netapp = found[("cinder", "cinder-volume-1@netapp-a#pool1")]
     assert (netapp.availability_zone, netapp.total_capacity_gb, netapp.free_capacity_gb,
             netapp.thin_provisioning_support) == ("eu-de-1a", 1024.0, 100.0, False)
+    assert netapp.availability_zone_id is None          # Cinder's zones have names only
     assert netapp.capabilities["storage_protocol"] == "iSCSI"
     lvm = found[("cinder", "cinder-volume-2@lvm#pool2")]
     assert lvm.availability_zone == "eu-de-1b" and math.isinf(lvm.total_capacity_gb)
@@ -67,6 +71,31 @@ def test_cinder_and_manila_pools_with_their_zones(openstack, sync_engine, sync_d
     assert {k for k in pools(sync_engine) if k[0] == "cinder"} == {
         ("cinder", "cinder-volume-2@lvm#pool2")}
     assert len([k for k in pools(sync_engine) if k[0] == "manila"]) == 4
+
+
+def test_manila_pools_know_their_zone_ids(openstack, sync_engine, sync_database_url):
+    """Manila's GET /availability-zones maps the share services' zone names to ids."""
+    cloud = openstack.cloud
+    cloud.manila_pools = sample("manila/pools-list-detailed-response.json")["pools"]
+    (listed,) = sample("manila/availability-zones-list-response.json")["availability_zones"]
+    cloud.manila_zones = [listed, {**listed, "name": "eu-de-1b", "id": EU_DE_1B}]
+    zones = {"alpha": listed["name"], "beta": "eu-de-1b", "gamma": "eu-de-1c"}  # 1c: unlisted
+    cloud.manila_services = [{"binary": "manila-share", "host": f"opencloud@{b}", "zone": z}
+                             for b, z in zones.items()]
+    sync(sync_engine, openstack, sync_database_url, "manila")
+
+    found = {name.split("@")[1].split("#")[0]: (row.availability_zone,
+                                                 row.availability_zone_id)
+             for (_, name), row in pools(sync_engine).items()}
+    assert found == {"alpha": ("nova", listed["id"]), "beta": ("eu-de-1b", EU_DE_1B),
+                     "gamma": ("eu-de-1c", None), "delta": (None, None)}
+    view = load_view(sync_engine)
+    assert view.pools["manila"]["opencloud@beta#BETA_pool"].availability_zone_id == EU_DE_1B
+    assert view.pools["manila"]["opencloud@gamma#GAMMA_pool"].availability_zone_id is None
+    # asked at 2.7: Manila has the services and availability-zones URLs from 2.7 only
+    assert {v for _, p, v in openstack.requests
+            if p in ("/share/v2/services", "/share/v2/availability-zones")} == {
+        "shared-file-system 2.7"}
 
 
 def test_keystone_projects_and_domains(openstack, sync_engine, sync_database_url):

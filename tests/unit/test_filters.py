@@ -1,5 +1,7 @@
 """Filters, table by table: each row is a host (or pool), a request and the expected verdict."""
 
+import dataclasses
+
 import pytest
 
 from cortex.plugins.base import build_options
@@ -62,6 +64,54 @@ def test_correct_az_storage_uses_zone_list():
     request = storage("manila", "create-share-nfs")  # asks eu-de-1b or eu-de-1a
     assert verdict(CorrectAzFilter(), pool("p", az="eu-de-1b"), request) is None
     assert "eu-de-2" in verdict(CorrectAzFilter(), pool("p", az="eu-de-2"), request)
+
+
+EU_DE_1A = "9ed89edd-d684-4325-b600-e6129ec04ece"  # the bundled Manila bodies' zone ids
+EU_DE_1B = "627bf322-5fac-4cb6-a34a-cb115ee347dd"
+
+
+@pytest.mark.parametrize("az, az_id, expected", [
+    ("eu-de-1a", EU_DE_1A, None),                                 # the requested zone
+    ("eu-de-1b", EU_DE_1B,
+     f"availability zone id {EU_DE_1B} (eu-de-1b) is not the requested {EU_DE_1A}"),
+    (None, EU_DE_1B, f"availability zone id {EU_DE_1B} is not the requested {EU_DE_1A}"),
+    ("eu-de-1b", None, None),       # id not known: names only, and the body names none
+])
+def test_correct_az_manila_compares_the_requested_zone_id(az, az_id, expected):
+    request = storage("manila", "create-share-cifs-az")   # availability_zone_id of eu-de-1a
+    assert request.availability_zones == ()
+    plugin = CorrectAzFilter()
+    assert plugin.applies(request)
+    state = pool("manila-share-3@netapp#aggr_ssd_1", az=az, az_id=az_id)
+    assert verdict(plugin, state, request) == expected
+    removed = plugin.check_all([(Candidate(state.name, (), 0.0), state)], request, None)
+    assert removed == ({} if expected is None else {state.name: expected})
+
+
+def test_correct_az_manila_checks_names_and_id_both():
+    request = storage("manila", "create-share-cifs-az")
+    named = dataclasses.replace(request, availability_zones=("eu-de-1b",))
+    plugin = CorrectAzFilter()
+    # the id matches, the name is not requested: removed by the name, as Manila does
+    assert verdict(plugin, pool("p", az="eu-de-1a", az_id=EU_DE_1A), named) == (
+        "availability zone eu-de-1a is not the requested eu-de-1b")
+    # the name is requested, the id is another: removed by the id
+    assert EU_DE_1B in verdict(plugin, pool("p", az="eu-de-1b", az_id=EU_DE_1B), named)
+    # the id unknown: the name decides
+    assert verdict(plugin, pool("p", az="eu-de-1b"), named) is None
+    # neither a name nor an id requested: the filter does not run
+    assert not plugin.applies(dataclasses.replace(request, availability_zone_id=None))
+
+
+def test_correct_az_memo_key_holds_the_zone_id():
+    plugin = CorrectAzFilter()
+    cifs = storage("manila", "create-share-cifs-az")
+    other = dataclasses.replace(cifs, availability_zone_id=EU_DE_1B)
+    assert plugin.memo_key(cifs) != plugin.memo_key(other)
+    assert EU_DE_1A in plugin.memo_key(cifs)
+    assert plugin.memo_key(cifs) != plugin.memo_key(
+        dataclasses.replace(cifs, availability_zone_id=None))
+
 
 
 @pytest.mark.parametrize("state, expected", [

@@ -166,3 +166,33 @@ def test_manila_fields():
     nfs = ManilaRequest.from_body(load_body(FIXTURES / "manila" / "create-share-nfs.json"))
     assert (nfs.size, nfs.share_proto, nfs.intent) == (100, "NFS", "create_share")
     assert nfs.availability_zones == ("eu-de-1b", "eu-de-1a")
+
+
+EU_DE_1A = "9ed89edd-d684-4325-b600-e6129ec04ece"  # the bundled bodies' zone ids
+EU_DE_1B = "627bf322-5fac-4cb6-a34a-cb115ee347dd"
+
+
+def test_manila_requested_zone_id():
+    def zone_id(name, change=None):
+        body = load_body(FIXTURES / "manila" / f"{name}.json")
+        if change:
+            change(body["spec"])
+        return ManilaRequest.from_body(body).availability_zone_id
+
+    assert zone_id("create-share-cifs-az") == EU_DE_1A
+    assert zone_id("create-share-replica") == EU_DE_1B
+    assert zone_id("create-share-nfs") is None          # null everywhere: no zone asked
+    # Manila's AvailabilityZoneFilter: resource_properties' key first, a null one included
+    assert zone_id("create-share-cifs-az",
+                   lambda s: s["resource_properties"].update(availability_zone_id=None)) is None
+    # without resource_properties: share_instance_properties, which Manila builds them from
+    assert zone_id("create-share-cifs-az", lambda s: (
+        s.pop("resource_properties"),
+        s["share_instance_properties"].update(availability_zone_id=EU_DE_1B))) == EU_DE_1B
+    # neither holds the key: the spec's own
+    assert zone_id("create-share-cifs-az", lambda s: (
+        s["resource_properties"].pop("availability_zone_id"),
+        s["share_instance_properties"].pop("availability_zone_id"))) == EU_DE_1A
+    # oslo envelopes around the nested objects are unwrapped
+    assert zone_id("create-share-cifs-az", lambda s: s.update(resource_properties={
+        "versioned_object.data": {"availability_zone_id": EU_DE_1B}})) == EU_DE_1B

@@ -4,20 +4,28 @@ Cinder: ``GET /scheduler-stats/get_pools?detail=True``; Manila: ``GET
 /scheduler-stats/pools/detail``. A pool's name is ``host@backend#pool``, the
 caller's host identity. Its availability zone is the ``zone`` of the volume or
 share service ``host@backend`` (``GET /os-services`` / ``GET /services``), unless
-the capabilities state one. Capacities the drivers report as ``infinite`` or
+the capabilities state one. Manila names zones by id too (``availability_zones.id``,
+a UUID, what its requests carry as ``availability_zone_id``): ``GET
+/availability-zones`` maps each zone name to its id, stored with the pool as
+``availability_zone_id`` (None for Cinder, whose zones have only names, and for a
+zone Manila does not list). Manila's ``services`` and ``availability-zones`` URLs
+exist from microversion 2.7 (``os-services``, ``os-availability-zone`` before), so
+they are asked at 2.7. Capacities the drivers report as ``infinite`` or
 ``unknown`` are stored as infinity, which the schedulers' capacity filters
 let pass too (cinder/scheduler/filters/capacity_filter.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from cortex.db import models
 from cortex.sync.openstack import get_json
 from cortex.sync.source import Source, SyncContext
 
+EMPTY: Mapping[str, str] = MappingProxyType({})
 CAPACITY_FIELDS = ("total_capacity_gb", "free_capacity_gb", "allocated_capacity_gb",
                    "provisioned_capacity_gb")
 
@@ -32,13 +40,19 @@ def gigabytes(value: Any) -> float:
 
 
 def pool_row(service: str, name: str, capabilities: dict[str, Any],
-             zones: dict[str, str]) -> dict[str, Any]:
-    """A storage_pools row of one pool (defaults: Cinder's for missing capabilities)."""
+             zones: Mapping[str, str | None],
+             zone_ids: Mapping[str, str] = EMPTY) -> dict[str, Any]:
+    """A storage_pools row of one pool (defaults: Cinder's for missing capabilities).
+
+    ``zones`` maps a service ``host@backend`` to its zone name, ``zone_ids`` a zone
+    name to its id (Manila's; empty for Cinder).
+    """
     ratio = capabilities.get("max_over_subscription_ratio", 1.0)
+    zone = capabilities.get("availability_zone") or zones.get(name.split("#", 1)[0])
     return {
         "service": service, "name": name,
-        "availability_zone": capabilities.get("availability_zone") or zones.get(
-            name.split("#", 1)[0]),
+        "availability_zone": zone,
+        "availability_zone_id": zone_ids.get(zone) if zone else None,
         **{field: gigabytes(capabilities.get(field)) for field in CAPACITY_FIELDS},
         "reserved_percentage": float(capabilities.get("reserved_percentage") or 0),
         "max_over_subscription_ratio": float(ratio) if ratio not in (None, "auto") else 1.0,
@@ -55,6 +69,8 @@ class _PoolSource(Source):
     services_path: str
     service_binary: str
     proxy_name: str
+    #: The microversion the services (and zones) are asked at; None: the service's default.
+    microversion: str | None = None
 
     def __init__(self, cloud: Callable[[], Any]) -> None:
         self._cloud = cloud
@@ -63,12 +79,18 @@ class _PoolSource(Source):
         """Write this service's rows of ``storage_pools``."""
         proxy = getattr(self._cloud(), self.proxy_name)
         zones = {s["host"]: s.get("zone") for s in get_json(
-            proxy, self.services_path, params={"binary": self.service_binary})["services"]}
+            proxy, self.services_path, self.microversion,
+            params={"binary": self.service_binary})["services"]}
+        zone_ids = self.zone_ids(proxy)
         pools = get_json(proxy, self.pools_path)["pools"]
         table = models.StoragePool.__table__
         ctx.replace(table, (pool_row(self.name, p["name"], dict(p.get("capabilities") or {}),
-                                     zones) for p in pools),
+                                     zones, zone_ids) for p in pools),
                     ("service", "name"), scope=table.c.service == self.name)
+
+    def zone_ids(self, proxy: Any) -> Mapping[str, str]:
+        """``{zone name: zone id}``; empty where the service names zones only."""
+        return EMPTY
 
 
 class CinderSource(_PoolSource):
@@ -89,3 +111,14 @@ class ManilaSource(_PoolSource):
     services_path = "/services"
     service_binary = "manila-share"
     proxy_name = "shared_file_system"
+    microversion = "2.7"
+
+    def zone_ids(self, proxy: Any) -> Mapping[str, str]:
+        """``{zone name: zone id}`` from Manila's ``GET /availability-zones``.
+
+        The answer is ``{"availability_zones": [{"id", "name", "created_at",
+        "updated_at"}]}`` (Manila's api-ref, "List availability zones").
+        """
+        listed = get_json(proxy, "/availability-zones", self.microversion)
+        return {z["name"]: str(z["id"]) for z in listed.get("availability_zones") or ()
+                if z.get("name") and z.get("id")}
