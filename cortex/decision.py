@@ -304,6 +304,11 @@ class Decision:
     weights are then left out). ``weighing``: how the final weights were summed
     (:data:`WEIGHINGS`, the pipeline's). ``demand``: what a live GPU create asked for and
     where it went (:func:`cortex.scheduler.demand.gpu_demand`), None for other calls.
+    ``pipeline_choice``: how the pipeline was chosen where the request alone did not
+    decide it (:attr:`cortex.pipeline.choice.Choice.record`: the offered hosts' hypervisor
+    family followed against Nova's ``vmware`` flag,
+    ``{"followed": "hosts", "vmware_flag": bool, "hosts": "kvm"|"vmware"}``); None when
+    the request decided (a named pipeline, the flavor, the flag).
     """
 
     service: str
@@ -332,6 +337,7 @@ class Decision:
     damaged: str | None = None
     weighing: str = "cortex"
     demand: Mapping[str, Any] | None = None
+    pipeline_choice: Mapping[str, Any] | None = None
 
     @property
     def weighers(self) -> tuple[StepResult, ...]:
@@ -372,6 +378,8 @@ class Decision:
                       weights=dict(self.weights) if weights is None else weights)
         if self.pipeline is not None:
             fields["pipeline"] = self.pipeline
+        if self.pipeline_choice is not None:
+            fields["pipeline_choice"] = dict(self.pipeline_choice)
         if self.weighing != "cortex":
             fields["weighing"] = self.weighing
         if self.demand is not None:
@@ -449,7 +457,8 @@ class Decision:
             api_request_id=record.get("api_request_id"),
             simulated=bool(record.get("simulated")), overrides=record.get("overrides"),
             weighing=_weighing(record.get("weighing", "cortex")),
-            demand=_demand(record.get("demand")))
+            demand=_mapping(record.get("demand"), "demand"),
+            pipeline_choice=_mapping(record.get("pipeline_choice"), "pipeline_choice"))
         if record.get("format") == COMPACT_FORMAT:
             finals = judged_weights(found)
         else:
@@ -469,12 +478,12 @@ class Decision:
             created_at=datetime.fromisoformat(created) if isinstance(created, str) else created)
 
 
-def _demand(value: Any) -> Mapping[str, Any] | None:
-    """A record's GPU ``demand`` (a mapping), None when absent; TypeError when not a map."""
+def _mapping(value: Any, key: str) -> Mapping[str, Any] | None:
+    """A record's object at ``key`` (read-only), None when absent; TypeError when not a map."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise TypeError("demand is not an object")
+        raise TypeError(f"{key} is not an object")
     return MappingProxyType(dict(value))
 
 

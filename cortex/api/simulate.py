@@ -109,7 +109,9 @@ def simulate(service: str):
     options = simulation(wanted.pipeline, wanted.options, wanted.multipliers,
                          record=wanted.record)
     decision = run(services, parse(services, service, body), options, started)
-    return jsonify(hosts=list(decision.result), pipeline=decision.pipeline, service=service,
+    choice = dict(decision.pipeline_choice) if decision.pipeline_choice else None
+    return jsonify(hosts=list(decision.result), pipeline=decision.pipeline,
+                   pipeline_choice=choice, service=service,
                    intent=decision.intent, resource_id=decision.resource_id,
                    knowledge_version=decision.knowledge_version, overrides=options.overrides,
                    steps=[s.as_dict() for s in decision.steps],

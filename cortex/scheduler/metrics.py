@@ -52,6 +52,13 @@ class SchedulerMetrics:
             "Nova calls whose claimed intent (_nova_check_type or the flags) the body's "
             "flags and spec do not back; answered as creates.", ["claimed"],
             registry=registry)
+        self.vmware_flag_contradictions = Counter(
+            "cortex_scheduler_vmware_flag_contradictions",
+            "Nova calls whose vmware flag (the label: true or false) every offered host the "
+            "knowledge knows contradicts (all KVM, or all VMware); their pipeline was chosen "
+            "by the hosts' hypervisor type.", ["flag"], registry=registry)
+        for flag in ("true", "false"):
+            self.vmware_flag_contradictions.labels(flag)  # shown as 0 until one comes
         self.step_answers_dropped = Counter(
             "cortex_step_answers_dropped",
             "Host answers of pipeline steps a worker dropped to stay within [scheduler] "

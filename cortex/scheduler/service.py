@@ -2,17 +2,18 @@
 
 What happens to every external call, in order (:meth:`SchedulerService.schedule`):
 
-1. choose the pipeline (the request's ``pipeline`` field, else the first matching rule,
-   else the service's default: :mod:`cortex.pipeline.choice`), with a simulation's
-   step options and multipliers laid over it (:mod:`cortex.pipeline.overrides`);
-2. take the worker's knowledge view (:mod:`cortex.knowledge.cache`);
+1. take the worker's knowledge view (:mod:`cortex.knowledge.cache`);
+2. choose the pipeline (the request's ``pipeline`` field, else the first matching rule,
+   else the service's default: :mod:`cortex.pipeline.choice`; the view's offered hosts
+   overrule a Nova ``vmware`` flag they all contradict), with a simulation's step
+   options and multipliers laid over it (:mod:`cortex.pipeline.overrides`);
 3. lay the in-flight reservations over it (Nova creates and moves:
    :func:`cortex.knowledge.reservations.with_reservations`);
 4. run the filters and weighers (:func:`cortex.pipeline.engine.run_pipeline`);
 5. promise the answer's first host (:mod:`cortex.scheduler.promise`);
 6. count, log and record the decision (:mod:`cortex.store.decisions`).
 
-The database waits of steps 2 to 5 end with the call's ``request_time_budget``
+The database waits of steps 1 and 3 to 5 end with the call's ``request_time_budget``
 (:func:`cortex.db.guard.deadline`). A simulation is the same call with other
 :class:`RunOptions`: promise nothing, record only when asked, count nothing. The HTTP
 handlers (:mod:`cortex.api.scheduler`, :mod:`cortex.api.simulate`) parse, call this and
@@ -36,7 +37,7 @@ from cortex.knowledge.cache import KnowledgeUnavailable
 from cortex.knowledge.commitments import counted_holds
 from cortex.knowledge.reservations import Reservation, with_reservations
 from cortex.knowledge.view import KnowledgeView
-from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
+from cortex.pipeline.choice import Choice, PipelineNotChosen, choose_pipeline
 from cortex.pipeline.config import Pipeline, PipelineSet
 from cortex.pipeline.engine import PipelineResult, StepFailed, run_pipeline
 from cortex.pipeline.memo import DEFAULT_LIMIT as DEFAULT_MEMO_LIMIT
@@ -237,26 +238,27 @@ class SchedulerService:
         under ``promise_failure_policy = fail``).
         """
         started = time.perf_counter() if started is None else started
-        live, name = not options.simulated, None
+        live, choice = not options.simulated, None
         if live and isinstance(request, NovaRequest) and request.disbelieved_intent:
             self._disbelieved(request)
         try:
-            pipeline = self._choose(request, options)
-            name = pipeline.name
-            view, result = self._run(pipeline, request, options, started)
+            view = self._view(started)
+            choice = self._choose(request, options, view)
+            result = self._run(choice.pipeline, request, view, options, started)
         except _Failure as failure:
             record = live and options.record and self.recorder is not None
-            failed = _decision(request, options, call_id, started, record, pipeline=name,
+            failed = _decision(request, options, call_id, started, record, choice,
                                status=failure.status, detail=failure.detail,
                                outcome="rejected" if failure.status < 500 else "error")
             self._finish(failed, started, options, record)
             raise SchedulingFailed(failure.status, failure.detail, failure.code,
                                    failed) from None
         record = options.record and self.recorder is not None
-        demand = (gpu_demand(request, view, tuple(result.hosts), energy_options(pipeline))
+        demand = (gpu_demand(request, view, tuple(result.hosts),
+                             energy_options(choice.pipeline))
                   if live and record and options.demand else None)
         decision = _decision(
-            request, options, call_id, started, record, pipeline=name,
+            request, options, call_id, started, record, choice,
             result=tuple(result.hosts), unknown_hosts=tuple(result.unknown_hosts),
             steps=tuple(result.steps), weighed=tuple(result.weighed),
             final_weights=result.weights, weighing=result.weighing,
@@ -320,23 +322,40 @@ class SchedulerService:
 
     # -- the steps of a call -------------------------------------------------------------
 
-    def _choose(self, request: SchedulingRequest, options: RunOptions) -> Pipeline:
-        """The pipeline to run, a simulation's choice and overrides laid over it."""
-        try:
-            return choose_pipeline(self.pipelines, request, options.pipeline,
-                                   options.step_options, options.multipliers)
-        except PipelineNotChosen as exc:
-            raise _Failure(400, str(exc), "cortex.pipeline_not_chosen") from None
-
-    def _run(self, pipeline: Pipeline, request: SchedulingRequest, options: RunOptions,
-             started: float) -> tuple[KnowledgeView, PipelineResult]:
-        """Steps 2 to 5 within the call's budget; the view and the (promised) result."""
-        budget = self.settings.request_time_budget
-        with guard.deadline((budget or NO_BUDGET_WAIT) - (time.perf_counter() - started)):
+    def _view(self, started: float) -> KnowledgeView:
+        """Step 1 within the call's budget: the worker's knowledge view (503 when none)."""
+        with guard.deadline(self._wait_left(started)):
             try:
-                view = self.knowledge.view()
+                return self.knowledge.view()
             except KnowledgeUnavailable as exc:
                 raise _Failure(503, f"knowledge unavailable: {exc}") from None
+
+    def _choose(self, request: SchedulingRequest, options: RunOptions,
+                view: KnowledgeView) -> Choice:
+        """The pipeline to run, a simulation's choice and overrides laid over it.
+
+        The offered hosts of ``view`` overrule a Nova ``vmware`` flag they all contradict
+        (:func:`cortex.pipeline.choice.flag_contradiction`): logged and counted for a
+        live call (:meth:`_contradicted`).
+        """
+        try:
+            choice = choose_pipeline(self.pipelines, request, options.pipeline,
+                                     options.step_options, options.multipliers, view)
+        except PipelineNotChosen as exc:
+            raise _Failure(400, str(exc), "cortex.pipeline_not_chosen") from None
+        self._contradicted(request, choice, options)
+        return choice
+
+    def _wait_left(self, started: float) -> float:
+        """Seconds the call's database waits may still take (its budget, else the default)."""
+        return (self.settings.request_time_budget or NO_BUDGET_WAIT) - (
+            time.perf_counter() - started)
+
+    def _run(self, pipeline: Pipeline, request: SchedulingRequest, view: KnowledgeView,
+             options: RunOptions, started: float) -> PipelineResult:
+        """Steps 3 to 5 on ``view`` within the call's budget; the (promised) result."""
+        budget = self.settings.request_time_budget
+        with guard.deadline(self._wait_left(started)):
             now = options.now or datetime.now(UTC)
             overlaid = self._with_reservations(request, view, now, options.holds,
                                                options.commitments)
@@ -352,7 +371,7 @@ class SchedulerService:
                 result = promise_first(pipeline, request, view, overlaid, result,
                                        self.reservations, self.settings.reservation_ttl, now)
                 self._unpromised(request, result, options)
-        return view, result
+        return result
 
     def _promises(self, request: SchedulingRequest) -> bool:
         """Whether the call is promised: a Nova create or move, with a store and a TTL."""
@@ -421,6 +440,24 @@ class SchedulerService:
         if self.metrics is not None:
             self.metrics.disbelieved_intents.labels(request.disbelieved_intent).inc()
 
+    def _contradicted(self, request: SchedulingRequest, choice: Choice,
+                      options: RunOptions) -> None:
+        """Log and count a live call whose ``vmware`` flag the offered hosts overruled.
+
+        Counted in ``cortex_scheduler_vmware_flag_contradictions_total{flag}`` (``flag``:
+        the flag as sent, ``true`` or ``false``); the decision records it
+        (``pipeline_choice``). A simulation only records it.
+        """
+        if choice.overruled is None or options.simulated:
+            return
+        flag = "true" if choice.overruled else "false"
+        LOG.warning("nova external: vmware flag %s contradicted by every offered host known "
+                    "(%s); pipeline %s chosen by the hosts' hypervisor type (request_id=%s "
+                    "global_request_id=%s)", flag, choice.hosts, choice.pipeline.name,
+                    request.request_id, request.global_request_id)
+        if self.metrics is not None:
+            self.metrics.vmware_flag_contradictions.labels(flag).inc()
+
     def _observe(self, decision: Decision, request: SchedulingRequest,
                  view: KnowledgeView) -> None:
         """Count what the pipeline did: step times, removals, reordering, NVLink placements."""
@@ -466,11 +503,12 @@ class SchedulerService:
 
 
 def _decision(request: SchedulingRequest, options: RunOptions, call_id: str | None,
-              started: float, record: bool, **answer: Any) -> Decision:
-    """The call's Decision: its inputs, ``answer`` (pipeline, result, status...), timing.
+              started: float, record: bool, choice: Choice | None,
+              **answer: Any) -> Decision:
+    """The call's Decision: its inputs, ``choice``, ``answer`` (result, status...), timing.
 
-    A decision to record gets its id and creation time; its duration runs from
-    ``started`` to now.
+    ``choice``: the pipeline chosen (None: the call ended before); a decision to record
+    gets its id and creation time; its duration runs from ``started`` to now.
     """
     hosts = tuple(request.candidates.hosts)
     return Decision(
@@ -480,7 +518,9 @@ def _decision(request: SchedulingRequest, options: RunOptions, call_id: str | No
         resource_id=request.resource_id, intent=request.intent, api_request_id=call_id,
         simulated=options.simulated, overrides=options.overrides if options.simulated else None,
         id=new_uuid() if record else None, created_at=datetime.now(UTC) if record else None,
-        duration_ms=(time.perf_counter() - started) * 1000, **answer)
+        duration_ms=(time.perf_counter() - started) * 1000,
+        pipeline=choice.pipeline.name if choice else None,
+        pipeline_choice=choice.record if choice else None, **answer)
 
 
 def gpu_placement(request: SchedulingRequest, view: KnowledgeView,
