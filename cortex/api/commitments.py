@@ -131,8 +131,7 @@ def create_commitment():
 def _stored():
     """Every stored commitment and the view's hosts; 503 when either is unavailable."""
     services = current_app.extensions["cortex"]
-    with services.engine.connect() as connection:
-        found = list_commitments(connection)
+    found = list_commitments(services.engine)
     try:
         hosts = services.knowledge.view().hosts
     except KnowledgeUnavailable as exc:
@@ -158,8 +157,6 @@ def show_commitment(commitment_id: str):
 
 def remove_commitment(commitment_id: str):
     """``DELETE /v1/commitments/<id>``: 204; its room is free from the next view on."""
-    with current_app.extensions["cortex"].engine.begin() as connection:
-        gone = delete_commitment(connection, commitment_id)
-    if not gone:
+    if not delete_commitment(current_app.extensions["cortex"].engine, commitment_id):
         raise ApiError(404, f"no commitment {commitment_id}")
     return "", 204

@@ -144,8 +144,16 @@ def save_commitment(connection: Connection, commitment: Commitment,
     bump_version(connection)
 
 
-def delete_commitment(connection: Connection, commitment_id: str) -> bool:
-    """Delete a commitment (its holds go with it); False when there was none."""
+def delete_commitment(bind: Connection | Engine, commitment_id: str) -> bool:
+    """Delete a commitment (its holds go with it); False when there was none.
+
+    ``bind``: a connection in the caller's transaction, or an engine (a transaction of
+    its own).
+    """
+    if isinstance(bind, Engine):
+        with bind.begin() as connection:
+            return delete_commitment(connection, commitment_id)
+    connection = bind
     table = models.Commitment.__table__
     gone = connection.execute(delete(table).where(table.c.id == commitment_id)).rowcount
     if gone:
@@ -228,9 +236,12 @@ def _held_gpus(connection: Connection, host: str, instance_uuid: str) -> list[st
         topologies.c.host == host, gpus.c.instance_uuid == instance_uuid)).scalars())
 
 
-def list_commitments(connection: Connection) -> tuple[Commitment, ...]:
-    """Every stored commitment with its holds, oldest first."""
-    with Session(connection) as session:
+def list_commitments(bind: Connection | Engine) -> tuple[Commitment, ...]:
+    """Every stored commitment with its holds, oldest first (unreadable rows left out).
+
+    ``bind``: a connection (the caller's transaction) or an engine.
+    """
+    with Session(bind) as session:
         return read_commitments(session)
 
 

@@ -132,7 +132,10 @@ def test_a_commitment_waits_for_anothers_lock_only_within_the_budget(demo):
         assert "another commitment" in error["detail"]
         assert stored(engine) == (0, 0)
         assert not guard.health(engine).down  # a lock wait is not a database outage
-        assert app.test_client().post("/v1/commitments", json=body()).status_code == 201
+        made = app.test_client().post("/v1/commitments", json=body())
+        assert made.status_code == 201
+        assert app.test_client().delete(f"/v1/commitments/{made.get_json()['id']}") \
+            .status_code == 204
     finally:
         stop_app(app)
 
