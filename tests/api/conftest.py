@@ -25,7 +25,7 @@ def app(engine, database_url):
     app = create_app(make_conf(**{"database.connection": database_url,
                                   "database.knowledge_check_interval": 0.0}), engine=engine)
     yield app
-    app.extensions["cortex"].decisions.close()
+    stop_app(app)
 
 
 def stop_app(app) -> None:
@@ -54,7 +54,7 @@ def static_app(engine, request):
     app = create_app(make_conf(**{"api.auth_strategy": "static",
                                   "api.static_tokens": request.module.TOKENS}), engine=engine)
     yield app
-    app.extensions["cortex"].decisions.close()
+    stop_app(app)
 
 
 @pytest.fixture
