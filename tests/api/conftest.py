@@ -1,9 +1,12 @@
 """An app on the session's database (demo fleet loaded) and a test client."""
 
+from contextlib import contextmanager
+
 import pytest
 
 from cortex import conf
 from cortex.api.app import create_app
+from tests.conftest import demo_database
 
 
 def make_conf(**overrides):
@@ -60,3 +63,20 @@ def static_app(engine, request):
 @pytest.fixture
 def client(app):
     return app.test_client()
+
+
+@contextmanager
+def demo_app(purpose: str):
+    """``(url, engine, app)``: an app on a database of its own with the demo fleet.
+
+    The knowledge is checked on every view (``knowledge_check_interval = 0``); the app
+    is stopped and the database dropped afterwards.
+    """
+    with demo_database(purpose) as (url, engine):
+        app = create_app(make_conf(**{"database.connection": url,
+                                      "database.knowledge_check_interval": 0.0}),
+                         engine=engine)
+        try:
+            yield url, engine, app
+        finally:
+            stop_app(app)

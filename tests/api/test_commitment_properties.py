@@ -19,12 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from cortex.api.app import create_app
 from cortex.cmd import manage
 from cortex.db import models
 from cortex.knowledge.commitments import parse_time
-from tests.api.conftest import make_conf, stop_app
-from tests.conftest import demo_database
+from tests.api.conftest import demo_app
 
 ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=40)
 #: Texts a reader must hold: any code point but controls and lone surrogates.
@@ -60,12 +58,8 @@ BODIES = st.fixed_dictionaries(
 
 @pytest.fixture(scope="module")
 def served():
-    with demo_database("commitment_properties") as (url, engine):
-        app = create_app(make_conf(**{"database.connection": url,
-                                      "database.knowledge_check_interval": 0.0}),
-                         engine=engine)
-        yield url, engine, app
-        stop_app(app)
+    with demo_app("commitment_properties") as found:
+        yield found
 
 
 def stored(engine) -> int:

@@ -13,21 +13,15 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
-from cortex.api.app import create_app
-from tests.api.conftest import make_conf, stop_app
-from tests.conftest import demo_database
+from tests.api.conftest import demo_app
 
 HOST = "cmp0047"
 
 
 @pytest.fixture(scope="module")
 def served():
-    with demo_database("topology_properties") as (url, engine):
-        app = create_app(make_conf(**{"database.connection": url,
-                                      "database.knowledge_check_interval": 0.0}),
-                         engine=engine)
+    with demo_app("topology_properties") as (_url, _engine, app):
         yield app
-        stop_app(app)
 
 
 def test_every_stored_report_reads_back_through_every_reader(served):
