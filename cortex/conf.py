@@ -181,7 +181,15 @@ OPTIONS: tuple[Option, ...] = (
            "gunicorn workers (etc/cortex/gunicorn.conf.py) load the knowledge view and run "
            "a general-purpose and 1, 2, 4 and 8 GPU request as simulations before they "
            "accept connections, so the first calls do not build the view's tables. "
-           "Stops after 20 s; a database that is down is left to the first call."),
+           "Stops at warm_up_timeout; a database that is down is left to the first call."),
+    Option("api", "warm_up_timeout", float, 5.0,
+           "Seconds after a gunicorn worker's start (its fork) by which its warm-up ends "
+           "and it serves: the warm-up asks no request after it, the one under way stops "
+           "at its next step, the rest are skipped (their first live calls build what "
+           "they need). The start's own work (the app, the knowledge view) counts: on a "
+           "loaded machine it may use the whole budget. 0: load the view, ask nothing. At "
+           "most 25: gunicorn kills a worker not serving after its timeout (30 s).",
+           minimum=0, maximum=25),
     Option("api", "warm_up_shapes", int, 16,
            "How many of the newest request shapes live calls brought (kept in the "
            "database, table request_shapes) a fresh worker also replays as simulations "

@@ -22,6 +22,14 @@ it rehearses one promise and rolls it back
 (:meth:`cortex.scheduler.service.SchedulerService.prepare`,
 ``open_reservation_store``): without them a fresh
 worker's first call at 100 GPU hosts took 2.2-2.3x a warm one, now 1.5-1.7x.
+
+The warm-up has a time budget, ``[api] warm_up_timeout`` seconds from the worker's
+start (gunicorn's fork, ``post_fork``), so what the start itself costs (building the
+app, loading the view) counts against it: a worker replacing one that died while the
+machine is busy serves within seconds, with what it had time to warm, instead of
+warming it all first. The requests not asked are skipped; their first live calls build
+what they need. The code a worker runs is imported by gunicorn's master before it forks
+(:func:`cortex.wsgi.preload`).
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from cortex.knowledge.cache import KnowledgeUnavailable, settle_garbage_collector
@@ -58,20 +68,27 @@ def serving_collector() -> None:
     gc.set_threshold(*SERVING_THRESHOLDS)
 
 
-def warm_up(app: Any, budget_s: float = 20.0) -> float:
+def warm_up(app: Any, started: float | None = None,
+            clock: Callable[[], float] = time.monotonic) -> float:
     """Load ``app``'s knowledge view and run the warm-up requests; seconds it took.
 
-    Stops after ``budget_s`` seconds (gunicorn kills a worker that does not start
-    within its ``timeout``). A view that cannot be loaded (the database is down) is
-    logged and left to the first call, as without a warm-up; nothing raises.
+    ``started``: when the worker started, a ``clock()`` value (default: now). The
+    warm-up ends ``[api] warm_up_timeout`` seconds after it: no request is asked after
+    that, the one under way stops before its next pipeline step, and the rest are
+    skipped (a warning counts them); the view is loaded all the same. ``clock``:
+    seconds, monotonic. A view that cannot be loaded (the database is down) is logged
+    and left to the first call, as without a warm-up; nothing raises.
     """
-    started = time.perf_counter()
+    begun = clock()
     services = app.extensions["cortex"]
+    start = begun if started is None else started
+    budget = services.conf.get("api", "warm_up_timeout")
+    deadline = start + budget
     try:
         view = services.knowledge.view()
     except KnowledgeUnavailable as exc:
         LOG.warning("warm-up: knowledge unavailable (%s); the first call loads it", exc)
-        return time.perf_counter() - started
+        return clock() - begun
     if services.scheduler.reservations is not None:
         try:
             services.scheduler.reservations.active(view.loaded_at)
@@ -81,51 +98,56 @@ def warm_up(app: Any, budget_s: float = 20.0) -> float:
     hosts = [{"host": name, "hypervisor_hostname": next(iter(state.nodes), name)}
              for name, state in view.hosts.items()]
     weights = {entry["host"]: 0.0 for entry in hosts}
-    for gpus, vcpus, memory_mb, cells in SHAPES:
-        if time.perf_counter() - started > budget_s:
-            LOG.warning("warm-up stopped after %.1f s (budget)", budget_s)
+    asks = [("nova", request_body(TraceRequest(f"warm-up-{gpus}", 0.0, None, gpus, 0, vcpus,
+                                               memory_mb, numa_nodes=cells,
+                                               cpu_policy="dedicated" if gpus else "shared"),
+                                  hosts, weights, pipeline=""), False)
+            for gpus, vcpus, memory_mb, cells in SHAPES]
+    asks += [(service, {**body, "hosts": hosts, "weights": weights}, True)
+             for service, body in _recorded_shapes(services)]
+    asked = replayed = 0
+    for service, body, recorded in asks:
+        left = deadline - clock()
+        if left <= 0:
             break
-        _ask(services, request_body(TraceRequest(f"warm-up-{gpus}", 0.0, None, gpus, 0, vcpus,
-                                                 memory_mb, numa_nodes=cells,
-                                                 cpu_policy="dedicated" if gpus else "shared"),
-                                    hosts, weights, pipeline=""))
-    replayed = _replay_shapes(services, hosts, weights, started, budget_s)
-    settle_garbage_collector()  # what the calls built on the view lives as long as it
-    elapsed = time.perf_counter() - started
+        _ask(services, body, service, remember=recorded, deadline=time.perf_counter() + left)
+        asked += 1
+        replayed += recorded
+    if asked:
+        settle_garbage_collector()  # what the calls built on the view lives as long as it
+    if asked < len(asks):
+        LOG.warning("warm-up: %d of %d requests skipped, %.1f s after the worker's start "
+                    "([api] warm_up_timeout %g s)", len(asks) - asked, len(asks),
+                    clock() - start, budget)
+    elapsed = clock() - begun
     LOG.info("warm-up: %d hosts, %d request shapes of live calls, %.2f s", len(hosts),
              replayed, elapsed)
     return elapsed
 
 
-def _replay_shapes(services: Any, hosts: list[dict[str, str]], weights: dict[str, float],
-                   started: float, budget_s: float) -> int:
-    """Replay the newest stored request shapes on every host; how many were asked."""
+def _recorded_shapes(services: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The newest ``[api] warm_up_shapes`` stored shapes of the services this app serves.
+
+    ``[(service, body without hosts and weights)]``; none when off or unreadable.
+    """
     limit = services.conf.get("api", "warm_up_shapes")
     if not limit or services.shapes.store is None:
-        return 0
+        return []
     try:
         shapes = services.shapes.store.newest(limit)
-    except Exception as exc:  # noqa: BLE001 - the built-in shapes are warm already
+    except Exception as exc:  # noqa: BLE001 - the built-in shapes warm it all the same
         LOG.warning("warm-up: request shapes unreadable: %r", exc)
-        return 0
-    asked = 0
-    for service, body in shapes:
-        if time.perf_counter() - started > budget_s:
-            LOG.warning("warm-up stopped after %.1f s (budget)", budget_s)
-            break
-        if service not in services.parsers:
-            continue
-        _ask(services, {**body, "hosts": hosts, "weights": weights}, service, remember=True)
-        asked += 1
-    return asked
+        return []
+    return [(service, body) for service, body in shapes if service in services.parsers]
 
 
 def _ask(services: Any, body: dict[str, Any], service: str = "nova",
-         remember: bool = False) -> None:
+         remember: bool = False, deadline: float | None = None) -> None:
     """Validate and decide one warm-up body as a simulation; failures are logged.
 
     ``remember``: the body is a stored shape, so its shape is marked met in the worker's
-    log (its first live call then stores nothing again).
+    log (its first live call then stores nothing again). ``deadline``: a
+    ``time.perf_counter()`` value after which no pipeline step of it starts.
     """
     body.pop("pipeline", None)  # the choice rules decide, as for Nova's own calls
     try:
@@ -134,11 +156,15 @@ def _ask(services: Any, body: dict[str, Any], service: str = "nova",
             LOG.warning("warm-up body refused: %s", "; ".join(errors)[:300])
             return
         request = services.parsers[service](body)
-        decision = services.scheduler.schedule(request, simulation())
+        decision = services.scheduler.schedule(request, replace(simulation(),
+                                                                deadline=deadline))
         services.scheduler.prepare(decision)
         if remember:
             services.shapes.remember(request, decision.pipeline)
     except SchedulingFailed as exc:
-        LOG.warning("warm-up request refused: %s", exc.detail)
+        if deadline is not None and time.perf_counter() > deadline:
+            LOG.info("warm-up request stopped at the warm-up's end: %s", exc.detail)
+        else:
+            LOG.warning("warm-up request refused: %s", exc.detail)
     except Exception:  # noqa: BLE001 - a warm-up must never keep a worker from serving
         LOG.exception("warm-up request failed")

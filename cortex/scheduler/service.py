@@ -143,7 +143,9 @@ class RunOptions:
     ``holds``: more room counted as used, as in-flight reservations are (a commitment's
     instances placed so far while it is placed); ``commitments``: the committed
     reservations whose room counts, instead of the view's (None): a commitment being
-    placed counts the ones stored when it took the commitments' lock.
+    placed counts the ones stored when it took the commitments' lock; ``deadline``: a
+    ``time.perf_counter()`` value after which no pipeline step starts (503, as when
+    ``request_time_budget`` runs out, the sooner of the two; None: the budget's alone).
     """
 
     promise: bool = True
@@ -157,6 +159,7 @@ class RunOptions:
     now: datetime | None = None
     holds: tuple[Reservation, ...] = ()
     commitments: tuple[Any, ...] | None = None
+    deadline: float | None = None
 
     @property
     def overrides(self) -> dict[str, Any]:
@@ -180,6 +183,13 @@ def simulation(pipeline: str | None = None,
                       step_options=MappingProxyType(dict(step_options or {})),
                       multipliers=MappingProxyType(dict(multipliers or {})), now=now,
                       holds=holds, commitments=commitments)
+
+
+def _sooner(first: float | None, second: float | None) -> float | None:
+    """The earlier of two deadlines, None counting as none."""
+    if first is None or second is None:
+        return second if first is None else first
+    return min(first, second)
 
 
 #: The host the warm-up rehearses a promise on (rolled back) to open a store connection.
@@ -362,7 +372,8 @@ class SchedulerService:
             try:
                 result = run_pipeline(pipeline, request, overlaid,
                                       self.settings.unknown_host_policy,
-                                      deadline=started + budget if budget else None,
+                                      deadline=_sooner(started + budget if budget else None,
+                                                       options.deadline),
                                       memo_limit=self.settings.step_memo_size,
                                       memo_dropped=self._memo_dropped)
             except StepFailed as exc:

@@ -5,6 +5,7 @@ import glob
 import multiprocessing
 import os
 import tempfile
+import time
 
 # Metrics across workers (prometheus-client multi-process mode): every worker writes its
 # values to files in this directory and /metrics adds them up. It must be set before a
@@ -35,12 +36,18 @@ errorlog = "-"
 loglevel = "info"
 
 
+def post_fork(server, worker):
+    """In the new worker: its start, which its warm-up's time budget counts from."""
+    worker.cortex_started = time.monotonic()
+
+
 def post_worker_init(worker):
     """Before the worker accepts a connection: load the knowledge view and warm its tables
-    (cortex.api.warmup; ``[api] warm_up = false`` skips it)."""
+    for at most ``[api] warm_up_timeout`` seconds from its start (cortex.api.warmup;
+    ``[api] warm_up = false`` skips it)."""
     from cortex.wsgi import warm_up
 
-    warm_up()
+    warm_up(worker.cortex_started)
 
 
 def worker_exit(server, worker):
@@ -51,10 +58,16 @@ def worker_exit(server, worker):
 
 
 def on_starting(server):
-    """Start with no metric files of an earlier run (prometheus-client's rule)."""
+    """Start with no metric files of an earlier run (prometheus-client's rule), and with
+    Cortex's code imported once, here, for every worker forked from this process
+    (cortex.wsgi.preload): a worker started under load serves seconds sooner. New code
+    therefore takes a restart (or gunicorn's USR2 upgrade), not a HUP."""
     os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
     for path in glob.glob(os.path.join(os.environ["PROMETHEUS_MULTIPROC_DIR"], "*.db")):
         os.remove(path)
+    from cortex.wsgi import preload
+
+    preload()
 
 
 def child_exit(server, worker):
