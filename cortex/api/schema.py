@@ -56,7 +56,8 @@ def load_openapi() -> dict:
     dict and must not modify it (``copy.deepcopy`` it first if they need to).
     """
     text = (resources.files("cortex.api") / "openapi.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    # libyaml's loader where PyYAML has it: the pure-Python parse took ~0.35 s of CPU
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
 
 
 class RequestValidator:
