@@ -38,7 +38,9 @@ DEFAULT_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 SLOW_PATHS = ("tests/functional/", "tests/sync/", "tests/differential/",
               "tests/api/test_fuzz.py", "tests/api/test_pipelines.py",
               "tests/api/test_decision_records.py", "tests/api/test_ui.py",
-              "tests/api/test_operator.py", "tests/api/test_reservations.py")
+              "tests/api/test_operator.py", "tests/api/test_reservations.py",
+              "tests/api/test_commitment_properties.py",
+              "tests/api/test_topology_properties.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -39,16 +39,29 @@ def build(url, engine, **overrides):
                       engine=engine)
 
 
-@pytest.fixture
-def workers(demo):
+@pytest.fixture(scope="module")
+def started(demo):
+    """The module's workers, built once."""
     url, engine = demo
     apps = [build(url, engine) for _ in range(WORKERS)]
     yield apps
-    client = apps[0].test_client()
-    for made in client.get("/v1/commitments").get_json()["commitments"]:
-        client.delete(f"/v1/commitments/{made['id']}")
     for app in apps:
         stop_app(app)
+
+
+@pytest.fixture
+def workers(started):
+    """The workers, each with a view of a database that holds no commitment.
+
+    After the test its commitments are deleted and every worker loads the view again
+    (a worker whose view still held them would count their room in its scheduling).
+    """
+    yield started
+    client = started[0].test_client()
+    for made in client.get("/v1/commitments").get_json()["commitments"]:
+        client.delete(f"/v1/commitments/{made['id']}")
+    for app in started:
+        app.extensions["cortex"].knowledge.refresh(force=True)
 
 
 def body(**changes):
