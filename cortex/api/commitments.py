@@ -5,33 +5,23 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from datetime import UTC, datetime
-from functools import partial
 
 from flask import current_app, jsonify, request
-from sqlalchemy.exc import DataError
 
 from cortex.api.body import read_json_body
 from cortex.api.errors import ApiError
-from cortex.db import guard
 from cortex.knowledge.cache import KnowledgeUnavailable
 from cortex.knowledge.commitments import Commitment, commitment_spec
-from cortex.scheduler.service import NO_BUDGET_WAIT, SchedulingFailed
-from cortex.simulator.commitments import (
-    STORE_MARGIN,
+from cortex.scheduler.service import SchedulingFailed
+from cortex.services import commitments as service
+from cortex.services.commitments import (
     CommitmentInvalid,
+    CommitmentLockTimeout,
     CommitmentRefused,
     CommitmentTimedOut,
-    place,
-)
-from cortex.store.commitments import (
-    CommitmentLockTimeout,
     IdempotencyConflict,
     commitment_document,
-    delete_commitment,
-    list_commitments,
-    write_commitment,
 )
 
 #: What an ``Idempotency-Key`` may be: 1 to 255 visible ASCII characters.
@@ -46,19 +36,11 @@ def request_digest(body: object) -> str:
 
 def commit(services, body: object, now: datetime,
            idempotency_key: str | None = None) -> tuple[Commitment, bool]:
-    """Validate ``body`` (a ``CommitmentCreate``), then place and store it.
+    """Validate ``body`` (a ``CommitmentCreate``), then create it (the API's and the CLI's).
 
-    ``services``: the app's (``app.extensions["cortex"]``). The write
-    (:func:`cortex.store.commitments.write_commitment` around
-    :func:`cortex.simulator.commitments.place`) takes at most the scheduler's
-    ``request_time_budget``: the lock is waited for, and the instances placed, until
-    :data:`~cortex.simulator.commitments.STORE_MARGIN` s before its end, and every
-    database wait ends with it. Returns ``(commitment, created)``:
-    ``created`` False when ``idempotency_key`` already created it from the same body.
-    Raises CommitmentInvalid for a body that is not one (or ends before it starts, or
-    names a zone without hosts), CommitmentRefused when not every instance fits
-    (nothing stored), IdempotencyConflict, CommitmentTimedOut, CommitmentLockTimeout,
-    SchedulingFailed, KnowledgeUnavailable or SQLAlchemyError.
+    ``services``: the app's (``app.extensions["cortex"]``). Parses, then calls
+    :func:`cortex.services.commitments.create` (its budget, returns and errors).
+    Raises CommitmentInvalid for a body that is not one.
     """
     errors = services.validator.commitment_errors(body)
     if errors:
@@ -67,16 +49,8 @@ def commit(services, body: object, now: datetime,
         spec = commitment_spec(body, now)  # type: ignore[arg-type]
     except ValueError as exc:
         raise CommitmentInvalid(str(exc)) from None
-    budget = services.scheduler.settings.request_time_budget or NO_BUDGET_WAIT
-    until = time.monotonic() + budget - STORE_MARGIN
-    with guard.deadline(budget):
-        try:
-            return write_commitment(
-                services.engine, partial(place, services.scheduler, spec, now, until=until),
-                idempotency_key, request_digest(body),
-                lock_timeout=max(until - time.monotonic(), 0.001))
-        except ValueError as exc:
-            raise CommitmentInvalid(str(exc)) from None
+    return service.create(services.scheduler, services.engine, spec, now, idempotency_key,
+                          request_digest(body))
 
 
 def idempotency_key() -> str | None:
@@ -118,8 +92,6 @@ def create_commitment():
         raise ApiError(503, f"scheduler unavailable: {exc.detail}") from None
     except KnowledgeUnavailable as exc:
         raise ApiError(503, f"knowledge unavailable: {exc}") from None
-    except DataError as exc:
-        raise ApiError(400, f"the database refused a value: {exc.orig}") from None
     document = commitment_document(commitment, services.knowledge.view().hosts, now)
     response = jsonify(document)
     response.status_code = 201
@@ -131,7 +103,7 @@ def create_commitment():
 def _stored():
     """Every stored commitment and the view's hosts; 503 when either is unavailable."""
     services = current_app.extensions["cortex"]
-    found = list_commitments(services.engine)
+    found = service.stored(services.engine)
     try:
         hosts = services.knowledge.view().hosts
     except KnowledgeUnavailable as exc:
@@ -157,6 +129,6 @@ def show_commitment(commitment_id: str):
 
 def remove_commitment(commitment_id: str):
     """``DELETE /v1/commitments/<id>``: 204; its room is free from the next view on."""
-    if not delete_commitment(current_app.extensions["cortex"].engine, commitment_id):
+    if not service.delete(current_app.extensions["cortex"].engine, commitment_id):
         raise ApiError(404, f"no commitment {commitment_id}")
     return "", 204

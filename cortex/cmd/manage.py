@@ -316,8 +316,12 @@ def with_services(conf: config.Config, work):
 def commitments_create(conf: config.Config, args) -> int:
     """Place a commitment through the pipelines and store it; print it (``-f`` as lists)."""
     from cortex.api.commitments import commit
-    from cortex.simulator.commitments import CommitmentRefused, CommitmentTimedOut
-    from cortex.store.commitments import CommitmentLockTimeout, commitment_document
+    from cortex.services.commitments import (
+        CommitmentLockTimeout,
+        CommitmentRefused,
+        CommitmentTimedOut,
+        commitment_document,
+    )
 
     body = {"project_id": args.project, "availability_zone": args.availability_zone,
             "vcpus": args.vcpus, "memory_mb": args.memory_mb, "gpus": args.gpus,

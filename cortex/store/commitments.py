@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, insert, select, text, update
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, OperationalError
 from sqlalchemy.orm import Session
 
 from cortex.db import models
@@ -43,6 +43,10 @@ class IdempotencyConflict(Exception):
     """An Idempotency-Key already created a commitment from another body (422)."""
 
 
+class CommitmentUnstorable(ValueError):
+    """The database refused a value of the commitment (a DataError); nothing was stored."""
+
+
 def write_commitment(engine: Engine, place: Callable[[tuple[Commitment, ...]], Commitment],
                      idempotency_key: str | None = None, request_digest: str | None = None,
                      lock_timeout: float | None = None) -> tuple[Commitment, bool]:
@@ -57,9 +61,21 @@ def write_commitment(engine: Engine, place: Callable[[tuple[Commitment, ...]], C
     the lock (None: the connection's ``lock_timeout``).
 
     Raises IdempotencyConflict (the key was used with another body),
-    CommitmentLockTimeout, whatever ``place`` raises (nothing is stored) and
-    SQLAlchemyError.
+    CommitmentLockTimeout, CommitmentUnstorable, whatever ``place`` raises (nothing is
+    stored) and SQLAlchemyError.
     """
+    try:
+        return _write_commitment(engine, place, idempotency_key, request_digest,
+                                 lock_timeout)
+    except DataError as exc:
+        raise CommitmentUnstorable(
+            f"the database refused a value: {str(exc.orig).splitlines()[0][:200]}") from None
+
+
+def _write_commitment(engine: Engine, place: Callable[[tuple[Commitment, ...]], Commitment],
+                      idempotency_key: str | None, request_digest: str | None,
+                      lock_timeout: float | None) -> tuple[Commitment, bool]:
+    """:func:`write_commitment`, its DataError not yet translated."""
     with engine.begin() as connection:
         lock_commitments(connection, lock_timeout)
         if idempotency_key is not None:
