@@ -234,10 +234,18 @@ def through_gunicorn(cluster, args) -> None:
         return sum(float(line.rsplit(" ", 1)[1]) for line in answer[0][1].decode().splitlines()
                    if line.startswith("cortex_scheduler_unpromised_answers_total{"))
 
+    def answered() -> bool:
+        """One Nova call answered 200; [] stops the run (the pipeline's steps never ran)."""
+        answer: list = []
+        if fetch(f"{base}/scheduler/nova/external", NOVA, answer=answer)[0] != 200:
+            return False
+        if not json.loads(answer[0][1])["hosts"]:
+            raise SystemExit("nova through gunicorn: answered [] - the steps did not run")
+        return True
+
     def promised() -> bool:
         before = unpromised()
-        return all(fetch(f"{base}/scheduler/nova/external", NOVA)[0] == 200
-                   for _ in range(4)) and unpromised() == before
+        return all(answered() for _ in range(4)) and unpromised() == before
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
