@@ -159,6 +159,12 @@ def free_holds(commitment: Commitment, hosts: Mapping[str, object]) -> list[Hold
     return free
 
 
+def as_reservation(hold: Hold, created_at: datetime, expires_at: datetime) -> Reservation:
+    """``hold`` as a reservation of no instance (it stays counted until ``expires_at``)."""
+    return Reservation(f"hold-{hold.id}", hold.host, None, None, hold.resources, hold.gpus,
+                       created_at, expires_at)
+
+
 def counted_holds(commitments: Iterable[Commitment], hosts: Mapping[str, object],
                   project_id: str | None, now: datetime) -> list[Reservation]:
     """The free holds of active commitments of other projects, as reservations.
@@ -166,8 +172,7 @@ def counted_holds(commitments: Iterable[Commitment], hosts: Mapping[str, object]
     Laid over a view with :func:`cortex.knowledge.reservations.with_reservations`; each
     expires with its commitment and names no instance (it stays counted).
     """
-    return [Reservation(f"hold-{h.id}", h.host, None, None, h.resources, h.gpus,
-                        c.created_at, c.end_at)
+    return [as_reservation(h, c.created_at, c.end_at)
             for c in commitments if c.active(now) and c.project_id != project_id
             for h in free_holds(c, hosts)]
 
@@ -179,8 +184,7 @@ def overlapping_holds(commitments: Iterable[Commitment], hosts: Mapping[str, obj
     Whatever the project: what a new commitment for that period must not be given
     again. A commitment over by ``now`` holds nothing (its reservations would be expired).
     """
-    return [Reservation(f"hold-{h.id}", h.host, None, None, h.resources, h.gpus,
-                        c.created_at, c.end_at)
+    return [as_reservation(h, c.created_at, c.end_at)
             for c in commitments if c.start_at < end and start < c.end_at and c.end_at > now
             for h in free_holds(c, hosts)]
 

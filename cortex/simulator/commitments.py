@@ -29,7 +29,12 @@ from dataclasses import replace
 from datetime import datetime
 from types import MappingProxyType
 
-from cortex.knowledge.commitments import Commitment, Hold, overlapping_holds
+from cortex.knowledge.commitments import (
+    Commitment,
+    Hold,
+    as_reservation,
+    overlapping_holds,
+)
 from cortex.knowledge.reservations import Reservation, with_reservations
 from cortex.request.nova import NovaRequest
 from cortex.scheduler.promise import predicted_gpus
@@ -108,8 +113,7 @@ def place(scheduler: SchedulerService, spec: Commitment, now: datetime,
                     MappingProxyType(dict(request.resources)), predicted_gpus(state, request),
                     sum(1 for i in view.hosts[host].instances if i.project_id == spec.project_id))
         holds.append(hold)
-        placed.append(Reservation(f"hold-{hold.id}", host, None, None, hold.resources,
-                                  hold.gpus, now, spec.end_at))
+        placed.append(as_reservation(hold, now, spec.end_at))
     return replace(spec, id=commitment_id, created_at=now, holds=tuple(holds))
 
 
