@@ -11,9 +11,10 @@ offered, each once:
   stored (:mod:`cortex.store.kubernetes`), so the next view gives the node its labels
   and its zone (``topology.kubernetes.io/zone``).
 - ``filter``: ``ExtenderArgs`` -> ``ExtenderFilterResult``. First each offered node is
-  judged on what no other pod's leaving would change (:func:`node_refusals`); those
-  that fail are in ``FailedAndUnresolvableNodes``, which kube-scheduler's preemption
-  does not try (``schedule_one.go`` ``findNodesThatPassExtenders`` marks them
+  judged on what no other pod's leaving would change
+  (:func:`cortex.rules.pod_fit.node_refusals`); those that fail are in
+  ``FailedAndUnresolvableNodes``, which kube-scheduler's preemption does not try
+  (``schedule_one.go`` ``findNodesThatPassExtenders`` marks them
   UnschedulableAndUnresolvable; a node in both maps counts as unresolvable). Then the
   pod goes through the ``kubernetes`` service's pipeline (chosen as Nova's are) over
   the nodes left, as a call that promises nothing and is no GPU demand; a node a
@@ -69,19 +70,9 @@ from cortex.api.body import read_json_body
 from cortex.api.errors import ApiError
 from cortex.decision import Decision
 from cortex.knowledge.loader import KUBERNETES
-from cortex.knowledge.topology import HostTopology
-from cortex.knowledge.view import KnowledgeView
 from cortex.request.base import BadRequest
-from cortex.request.kubernetes import (
-    PodCall,
-    allocatable_refusal,
-    canonical,
-    node_refusal,
-    parse_args,
-    pod_mig,
-    pod_resources,
-    to_request,
-)
+from cortex.request.kubernetes import PodCall, canonical, parse_args, to_request
+from cortex.rules.pod_fit import node_refusals
 from cortex.scheduler.service import RunOptions, SchedulingFailed
 from cortex.store.kubernetes import placement_id, placement_recorded, remember_labels
 
@@ -182,59 +173,8 @@ def _learn_labels(call: PodCall) -> None:
                     type(exc).__name__, g.get("request_id"))
 
 
-def node_refusals(call: PodCall, view: KnowledgeView) -> dict[str, str]:
-    """``{node: reason}`` of the offered nodes the pod cannot have, whatever else leaves.
-
-    In this order: the node's labels against the pod's node selector and required node
-    affinity (:func:`~cortex.request.kubernetes.node_refusal`, with the Node object);
-    for a MIG pod on a node with a cortex-agent report, the MIG instances of its profile
-    the report shows, free or in use (:func:`mig_refusal`); for a node without a report,
-    its own ``status.allocatable`` (:func:`~cortex.request.kubernetes.allocatable_refusal`,
-    with the Node object; a node sent by name only is left to the pipeline, which keeps
-    a node it does not know as ``[scheduler] unknown_host_policy`` says). Raises
-    BadRequest for a pod that cannot be judged (a quantity that is not one).
-    """
-    wanted = pod_resources(call.pod)
-    mig = pod_mig(wanted)
-    refused = {}
-    for name in call.node_names:
-        node = call.nodes.get(name)
-        reason = node_refusal(call.pod, node) if node is not None else None
-        state = view.hosts.get(name)
-        topology = state.topology if state is not None else None
-        if reason is None and topology is not None and mig is not None:
-            reason = mig_refusal(mig, topology)
-        elif reason is None and topology is None and node is not None:
-            reason = allocatable_refusal(wanted, node)
-            reason = reason and f"{reason} (no cortex-agent report of the node)"
-        if reason is not None:
-            refused[name] = reason
-    return refused
-
-
-def mig_refusal(mig: tuple[str, str, int], topology: HostTopology) -> str | None:
-    """Why a node's report cannot hold the pod's MIG instances, free or not; None if it can.
-
-    ``mig``: ``(resource, profile, count)`` (:func:`~cortex.request.kubernetes.pod_mig`).
-    The node's GPUs must be split into at least ``count`` MIG instances of ``profile``
-    (:class:`~cortex.knowledge.topology.MigInstance`), in use or not, as kube-scheduler
-    wants an extended resource's request within the node's allocatable; whether enough
-    are free is the pipeline's ``filter_gpu_capacity`` to say. A node without a GPU in
-    MIG mode holds none: Kubernetes has no Placement that already vouched for its vGPU
-    capacity, as Nova's VGPU candidates have.
-    """
-    resource, profile, count = mig
-    have = sum(1 for gpu in topology.gpus for instance in gpu.mig_instances
-               if instance.profile == profile)
-    if have >= count:
-        return None
-    split = any(gpu.mig_mode == "enabled" or gpu.mig_instances for gpu in topology.gpus)
-    return (f"{resource}: {count} requested, the node's cortex-agent report shows {have} "
-            f"MIG {profile} instances{'' if split else ' (no GPU in MIG mode)'}")
-
-
 def _judge(call: PodCall) -> Judgement:
-    """The call judged: :func:`node_refusals`, then the pipeline's run over the rest.
+    """The call judged: the nodes' refusals (:mod:`cortex.rules.pod_fit`), then the pipeline.
 
     A pod that cannot be a request fails every offered node (``unresolvable``) with the
     reason. Raises SchedulingFailed when the scheduler cannot answer, KnowledgeUnavailable
@@ -412,7 +352,7 @@ def _first_placement(engine: Engine, placement: str) -> bool:
 
 
 class BindRefused(RuntimeError):
-    """The chosen node cannot hold the pod, whatever else leaves it (:func:`node_refusals`)."""
+    """The chosen node cannot hold the pod, whatever else leaves it (``rules.pod_fit``)."""
 
 
 class KubernetesError(RuntimeError):
