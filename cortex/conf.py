@@ -4,12 +4,15 @@ Every option is declared once in :data:`OPTIONS`; the sample file
 ``etc/cortex/cortex.conf.sample`` is generated from it (``cortex-manage config
 sample``) and a test keeps the two equal. Precedence, highest first: the
 environment variable ``CORTEX_<SECTION>_<OPTION>`` (``CORTEX_DATABASE_CONNECTION``),
-the file given by ``--config-file`` or ``CORTEX_CONFIG_FILE``, the default.
+the file given by ``--config-file`` or ``CORTEX_CONFIG_FILE``, the default. A
+``CORTEX_*`` variable that names no option (and is none of :data:`OTHER_VARIABLES`) is
+refused at load, as an unknown option in the file is: a typo must not be ignored.
 """
 
 from __future__ import annotations
 
 import configparser
+import difflib
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -22,6 +25,17 @@ CONFIG_FILE_ENV = "CORTEX_CONFIG_FILE"
 SYNC_SOURCES = ("nova", "placement", "cinder", "manila", "keystone", "prometheus", "forecast")
 #: Sections handed as they are to a library that declares its own options.
 PASSTHROUGH_SECTIONS = ("keystone_authtoken",)
+#: ``CORTEX_*`` environment variables that are not options, and what reads them.
+OTHER_VARIABLES = {
+    CONFIG_FILE_ENV: "the configuration file (cortex.conf.load)",
+    "CORTEX_AGENT_TOKEN": "cortex-agent's token when --token-file is not given",
+    "CORTEX_BIND": "gunicorn's listening address (etc/cortex/gunicorn.conf.py)",
+    "CORTEX_WORKERS": "gunicorn's worker processes (etc/cortex/gunicorn.conf.py)",
+    "CORTEX_THREADS": "gunicorn's threads per worker (etc/cortex/gunicorn.conf.py)",
+    "CORTEX_RECORD_DECISIONS": "the test suite: re-record tests/fixtures decisions",
+}
+#: Prefixes of the test suite's and the benchmarks' own variables (``CORTEX_TEST_CACHE``).
+OTHER_PREFIXES = ("CORTEX_TEST_", "CORTEX_BENCH_", "CORTEX_DIFFERENTIAL_")
 
 
 class ConfigError(ValueError):
@@ -607,10 +621,12 @@ def load(path: str | None = None, environ: dict[str, str] | None = None,
          overrides: dict[str, Any] | None = None) -> Config:
     """Read ``path`` (else ``$CORTEX_CONFIG_FILE``, else nothing) and the environment.
 
-    Raises ConfigError for a missing file, an unknown section/option in the file
-    (a typo must not be silently ignored) or a value of the wrong type.
+    Raises ConfigError for a missing file, an unknown section/option in the file or
+    ``CORTEX_*`` variable in ``environ`` (a typo must not be silently ignored; the
+    message offers the nearest names) or a value of the wrong type.
     """
     environ = os.environ if environ is None else environ
+    _reject_unknown_variables(environ)
     path = path or environ.get(CONFIG_FILE_ENV) or None
     parser = configparser.ConfigParser(interpolation=None)
     if path:
@@ -621,8 +637,7 @@ def load(path: str | None = None, environ: dict[str, str] | None = None,
     _reject_unknown(parser, known)
     values: dict[tuple[str, str], Any] = {}
     for key, option in known.items():
-        env_name = f"CORTEX_{option.section.upper()}_{option.name.upper()}"
-        raw = environ.get(env_name)
+        raw = environ.get(env_name(option))
         if raw is None and parser.has_option(option.section, option.name):
             raw = parser.get(option.section, option.name)
         values[key] = option.default if raw is None else _parse(option, raw)
@@ -632,20 +647,49 @@ def load(path: str | None = None, environ: dict[str, str] | None = None,
     return conf.with_overrides(overrides) if overrides else conf
 
 
+def env_name(option: Option) -> str:
+    """The environment variable that overrides ``option``: ``CORTEX_<SECTION>_<OPTION>``."""
+    return f"CORTEX_{option.section.upper()}_{option.name.upper()}"
+
+
+def _did_you_mean(word: str, candidates: list[str], prefix: str = "") -> str:
+    """`` (did you mean X?)`` with up to three close candidates, else the empty string.
+
+    ``prefix``, shared by ``word`` and every candidate, is left out of the comparison
+    (it would make every name look near).
+    """
+    near = difflib.get_close_matches(word.removeprefix(prefix),
+                                     [c.removeprefix(prefix) for c in candidates], n=3)
+    return f" (did you mean {' or '.join(prefix + n for n in near)}?)" if near else ""
+
+
+def _reject_unknown_variables(environ: Mapping[str, str]) -> None:
+    """Raise ConfigError for a ``CORTEX_*`` variable that names no option nor other use."""
+    known = {env_name(o) for o in OPTIONS} | set(OTHER_VARIABLES)
+    for name in sorted(environ):
+        if (name.startswith("CORTEX_") and name not in known
+                and not name.startswith(OTHER_PREFIXES)):
+            raise ConfigError(f"unknown environment variable {name}"
+                              + _did_you_mean(name, sorted(known), prefix="CORTEX_"))
+
+
 def _reject_unknown(parser: configparser.ConfigParser, known: dict) -> None:
     """Raise ConfigError for any section or option in the file that is not declared."""
-    sections = {s for s, _ in known}
+    sections = sorted({s for s, _ in known})
     for name in parser.defaults():
         if ("DEFAULT", name) not in known:
-            raise ConfigError(f"unknown option [DEFAULT] {name}")
+            raise ConfigError(f"unknown option [DEFAULT] {name}" + _did_you_mean(
+                name, [n for s, n in known if s == "DEFAULT"]))
     for section in parser.sections():
         if section in PASSTHROUGH_SECTIONS:
             continue
         if section not in sections:
-            raise ConfigError(f"unknown section [{section}]")
+            raise ConfigError(f"unknown section [{section}]"
+                              + _did_you_mean(section, sections + list(PASSTHROUGH_SECTIONS)))
         for name in parser.options(section):
             if (section, name) not in known and name not in parser.defaults():
-                raise ConfigError(f"unknown option [{section}] {name}")
+                raise ConfigError(f"unknown option [{section}] {name}" + _did_you_mean(
+                    name, [n for s, n in known if s == section]))
 
 
 def sample() -> str:

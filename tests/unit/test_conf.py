@@ -31,8 +31,14 @@ def test_config_file_from_environment(tmp_path):
 
 @pytest.mark.parametrize("text, env, message", [
     ("[api]\nport = eighty\n", {}, "[api] port: 'eighty' is not a valid int"),
-    ("[api]\nprot = 1\n", {}, "unknown option [api] prot"),
-    ("[apii]\nport = 1\n", {}, "unknown section [apii]"),
+    ("[api]\nprot = 1\n", {}, "unknown option [api] prot (did you mean port"),
+    ("[apii]\nport = 1\n", {}, "unknown section [apii] (did you mean api"),
+    ("", {"CORTEX_API_PROT": "1"},
+     "unknown environment variable CORTEX_API_PROT (did you mean CORTEX_API_PORT"),
+    ("", {"CORTEX_DATABASE_CONECTION": "sqlite://"},
+     "unknown environment variable CORTEX_DATABASE_CONECTION (did you mean "
+     "CORTEX_DATABASE_CONNECTION"),
+    ("", {"CORTEX_NOTHING_LIKE_IT": "1"}, "unknown environment variable CORTEX_NOTHING_LIKE_IT"),
     ("", {"CORTEX_DEFAULT_DEBUG": "maybe"}, "[DEFAULT] debug: 'maybe' is not a valid bool"),
 ])
 def test_bad_configuration_names_the_option(tmp_path, text, env, message):
@@ -41,6 +47,15 @@ def test_bad_configuration_names_the_option(tmp_path, text, env, message):
     with pytest.raises(conf.ConfigError) as info:
         conf.load(str(path), environ=env)
     assert message in str(info.value)
+
+
+def test_variables_that_are_not_options_are_accepted(tmp_path):
+    path = tmp_path / "c.conf"
+    path.write_text("")
+    config = conf.load(environ={"CORTEX_CONFIG_FILE": str(path), "CORTEX_WORKERS": "2",
+                                "CORTEX_TEST_DATABASE_URL": "sqlite", "CORTEXT": "x",
+                                "CORTEX_API_PORT": "9000"})
+    assert config.get("api", "port") == 9000
 
 
 def test_missing_file_is_an_error():
