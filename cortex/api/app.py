@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 from werkzeug.exceptions import HTTPException
 
 import cortex
+from cortex import log
 from cortex.api import commitments, forecasts, foresight, kubernetes, ui
 from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
@@ -33,7 +34,6 @@ from cortex.api.freshness import (
     sync_ages,
 )
 from cortex.api.guard import BodyGuard
-from cortex.api.kubernetes import KubernetesApi
 from cortex.api.metrics import (
     ApiMetrics,
     EnergySettings,
@@ -51,11 +51,13 @@ from cortex.db.engine import ConnectionLimits, make_engine
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeCache
 from cortex.knowledge.network import MetadataKeys
+from cortex.kubernetes.client import KubernetesApi
 from cortex.pipeline.config import PipelineSet, load_pipelines
 from cortex.pipeline.explain import explain
 from cortex.request import PARSERS, NovaRequest
 from cortex.request.devices import CatalogError, DeviceCatalog
 from cortex.scheduler.service import SchedulerService, SchedulerSettings
+from cortex.services.kubernetes import Extender
 from cortex.store.decisions import DecisionStore, DecisionWriter
 from cortex.store.demand import ForecastStore
 from cortex.store.reservations import ReservationStore
@@ -81,7 +83,7 @@ class Services:
     scheduler: SchedulerService
     parsers: dict[str, Callable[[Any], Any]] = field(default_factory=lambda: dict(PARSERS))
     devices: DeviceCatalog | None = None
-    kubernetes: KubernetesApi | None = None
+    kubernetes: Extender | None = None
     shapes: ShapeLog = field(default_factory=lambda: ShapeLog(None))
 
 
@@ -281,7 +283,8 @@ def create_app(conf: Config, engine: Engine | None = None,
         pipelines=pipelines, validator=RequestValidator(load_openapi()), decisions=writer,
         decision_store=DecisionStore(engine), metrics=app_metrics, authorizer=authorizer,
         reservations=reservations, scheduler=scheduler, parsers=parsers, devices=devices,
-        kubernetes=KubernetesApi.from_conf(conf),
+        kubernetes=Extender(scheduler, engine, KubernetesApi.from_conf(conf), devices,
+                            conf.get("kubernetes", "nodes_from_reports")),
         shapes=ShapeLog(ShapeStore(engine) if conf.get("api", "warm_up_shapes") else None,
                         scheduler.pipelines))
     for path, handlers in ROUTES.items():
@@ -292,6 +295,7 @@ def create_app(conf: Config, engine: Engine | None = None,
     app.before_request(_start_request)
     app.before_request(bound_database_waits)
     app.teardown_request(end_database_waits)
+    app.teardown_request(lambda _exc: log.bind_request(None))
     app.after_request(_finish_request)
     app.register_error_handler(ApiError, lambda e: error_response(e.status, e.detail, e.code))
     app.register_error_handler(HTTPException, http_error)
@@ -359,6 +363,7 @@ def _start_request() -> None:
     otherwise surface as a database error instead of a 400.
     """
     g.request_id = f"req-{new_uuid()}"
+    log.bind_request(g.request_id)
     if "\x00" in request.path or any("\x00" in v for v in request.args.values()):
         raise ApiError(400, "NUL characters are not allowed in the URL")
 

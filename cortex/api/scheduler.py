@@ -12,6 +12,7 @@ from typing import Any
 
 from flask import Response, current_app, g, jsonify
 
+from cortex import log
 from cortex.api.body import read_json_body
 from cortex.api.errors import ApiError
 from cortex.request import BadRequest, SchedulingRequest
@@ -41,7 +42,7 @@ def run(services: Any, request: SchedulingRequest, options: RunOptions, started:
     Raises ApiError with the scheduler's 400/503 (the call is recorded when its options
     say so). Sets the ids the log lines and the ``x-cortex-decision-id`` header show.
     """
-    g.caller_ids = (request.request_id, request.global_request_id)
+    log.bind_caller(request.request_id, request.global_request_id)
     try:
         decision = services.scheduler.schedule(request, options, started,
                                                g.get("request_id"))

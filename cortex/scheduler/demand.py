@@ -5,7 +5,7 @@ decision records it (``Decision.demand``) and the decision log keeps it apart in
 ``gpu_demand``, where the forecasts (:mod:`cortex.forecast`) read it. Moves, resizes and
 rebuilds are not counted: they move demand that already exists. A call that failed
 inside Cortex (a 503) is not demand refused, and is not counted either. A Kubernetes
-pod is counted once, placed, when its Binding is made (:mod:`cortex.api.kubernetes`):
+pod is counted once, placed, when its Binding is made (:mod:`cortex.services.kubernetes`):
 kube-scheduler asks the extender's filter and prioritize again in every scheduling
 cycle of a pod, so those calls are not demand (``RunOptions.demand``), and a pod it
 cannot place is not counted refused.

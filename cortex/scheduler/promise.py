@@ -72,7 +72,7 @@ def promises(request: Any) -> bool:
     """Whether a call of ``request`` is promised: a Nova create or move, a pod's bind.
 
     A Kubernetes pod is promised only where its call asks for it (the extender's bind,
-    :mod:`cortex.api.kubernetes`); its filter and prioritize calls promise nothing.
+    :mod:`cortex.services.kubernetes`); its filter and prioritize calls promise nothing.
     """
     return request.service in ("nova", "kubernetes") and request.intent in PROMISED_INTENTS
 

@@ -6,7 +6,7 @@ knowledge-version bump, so every worker's next view has them
 (:func:`cortex.knowledge.loader.load_view`: the zone label is the node's availability
 zone).
 
-A bound pod's GPU demand is recorded once (:mod:`cortex.api.kubernetes`): the decision
+A bound pod's GPU demand is recorded once (:mod:`cortex.services.kubernetes`): the decision
 that carries it has the id :func:`placement_id` names after the pod, so a bind retried,
 in this worker or another, finds it (:func:`placement_recorded`), and a second record
 under that id is refused by the primary keys of ``decisions`` and ``gpu_demand``.

@@ -21,7 +21,6 @@ from sqlalchemy import select
 from werkzeug.serving import make_server
 
 from cortex.api.app import create_app
-from cortex.api.kubernetes import scaled_scores
 from cortex.db import migrate
 from cortex.db.engine import make_engine
 from cortex.db.models import Decision, GpuDemand
@@ -29,6 +28,7 @@ from cortex.knowledge.network import parse_topology
 from cortex.request.base import BadRequest
 from cortex.request.kubernetes import field, node_refusal, parse_args, pod_spec, quantity
 from cortex.scheduler.service import SchedulingFailed
+from cortex.services.kubernetes import scaled_scores
 from cortex.store.fleet import topology_report
 from cortex.store.network import store_topology
 from cortex.store.reports import store_report
