@@ -30,14 +30,21 @@ def inventory(total, used=0, reserved=0, ratio=1.0, max_unit=None, min_unit=1, s
 def host(name, az="az-1", enabled=True, up=True, traits=(), inventories=None, nodes=None,
          aggregates=(), disabled_reason=None, hypervisor_type="QEMU", hypervisor_version=8002000,
          cpu_arch="x86_64", features=None, cpu_features=(), instances=(), migrations=(),
-         failed_builds=0, allowed_projects=()):
-    """A HostState with one node named ``<name>.cloud.example`` unless ``nodes`` given."""
+         failed_builds=0, allowed_projects=(), cpu_info=None, host_ip=None,
+         supported_instances=None):
+    """A HostState with one node named ``<name>.cloud.example`` unless ``nodes`` given.
+
+    ``cpu_info``, ``host_ip``, ``supported_instances``: each node's hypervisor facts.
+    """
     inventories = inventories if inventories is not None else {
         "VCPU": inventory(64, ratio=4.0), "MEMORY_MB": inventory(262144),
         "DISK_GB": inventory(2000)}
     nodes = nodes or {f"{name}.cloud.example": inventories}
     node_states = {n: NodeState(n, f"uuid-{n}", hypervisor_type, hypervisor_version, cpu_arch,
-                                frozenset(traits), MappingProxyType(inv))
+                                frozenset(traits), MappingProxyType(inv),
+                                dict(cpu_info or {}), host_ip,
+                                None if supported_instances is None
+                                else tuple(map(tuple, supported_instances)))
                    for n, inv in nodes.items()}
     return HostState(name, az, enabled, up, disabled_reason, tuple(aggregates),
                      MappingProxyType(node_states), frozenset(traits),

@@ -87,7 +87,9 @@ class ComputeNode(Base):
     cpu_busy?}]``, ``migrations`` ``[{uuid, instance_uuid?, source_host?, dest_host?,
     status, resources?: {RC: int}}]`` (claims Placement's usage does not show yet),
     ``failed_builds`` and ``allowed_projects`` ``[project id]``. A host with several
-    nodes has its host-wide facts written on each node.
+    nodes has its host-wide facts written on each node. Revision 0018 adds the
+    hypervisor's ``cpu_info`` (object), ``host_ip`` and ``supported_instances``
+    (``[[arch, hv_type, vm_mode]]``, NULL when not reported).
     """
 
     __tablename__ = "compute_nodes"
@@ -117,6 +119,10 @@ class ComputeNode(Base):
         Integer, nullable=False, default=0, server_default=text("0"))
     allowed_projects: Mapped[list[str]] = mapped_column(
         JSONType, nullable=False, default=list, server_default=text("'[]'"))
+    cpu_info: Mapped[dict] = mapped_column(
+        JSONType, nullable=False, default=dict, server_default=text("'{}'"))
+    host_ip: Mapped[str | None] = mapped_column(String(64))
+    supported_instances: Mapped[list | None] = mapped_column(JSONType)
     inventories: Mapped[list[ResourceInventory]] = relationship(
         back_populates="compute_node", cascade="all, delete-orphan")
 
@@ -376,6 +382,8 @@ class Hypervisor(Base):
     host_ip: Mapped[str | None] = mapped_column(String(64))
     cpu_arch: Mapped[str | None] = mapped_column(String(32))
     cpu_features: Mapped[list[str]] = mapped_column(JSONType, nullable=False, default=list)
+    cpu_info: Mapped[dict] = mapped_column(
+        JSONType, nullable=False, default=dict, server_default=text("'{}'"))
 
 
 class Server(Base):

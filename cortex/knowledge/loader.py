@@ -272,6 +272,9 @@ class _NodeRow(NamedTuple):
     failed_builds: int
     allowed_projects: frozenset[str]
     inventories: MappingProxyType
+    cpu_info: dict = {}
+    host_ip: str | None = None
+    supported_instances: tuple[tuple[str, str, str], ...] | None = None
 
 
 def _nodes(session: Session, skips: Skips) -> list[_NodeRow]:
@@ -306,7 +309,8 @@ def _nodes(session: Session, skips: Skips) -> list[_NodeRow]:
             c.hypervisor_version, c.cpu_arch, c.enabled, c.up, c.disabled_reason,
             cast(c.traits, Text), cast(c.features, Text), cast(c.cpu_features, Text),
             cast(c.instances, Text), cast(c.migrations, Text), c.failed_builds,
-            cast(c.allowed_projects, Text)).order_by(c.id)).all():
+            cast(c.allowed_projects, Text), cast(c.cpu_info, Text), c.host_ip,
+            cast(c.supported_instances, Text)).order_by(c.id)).all():
         try:
             trait_text = row[11]
             if trait_text not in traits:
@@ -315,7 +319,8 @@ def _nodes(session: Session, skips: Skips) -> list[_NodeRow]:
                 *row[1:11], traits[trait_text],
                 *_row_facts(parse(row[12]), parse(row[14]), parse(row[15])),
                 frozenset(parse(row[13]) or ()), row[16] or 0,
-                frozenset(parse(row[17]) or ()), inventories.get(row[0], MappingProxyType({}))))
+                frozenset(parse(row[17]) or ()), inventories.get(row[0], MappingProxyType({})),
+                *_hypervisor_facts(parse(row[18]), row[19], parse(row[20]))))
         except ROW_ERRORS as error:
             skips.skip("compute_nodes", f"{row[1]}/{row[2]}", error)
     return found
@@ -339,10 +344,25 @@ def _row_facts(features: Any, instances: Any, migrations: Any
                   for item in migrations or ()))
 
 
+def _hypervisor_facts(cpu_info: Any, host_ip: str | None, supported: Any
+                      ) -> tuple[dict, str | None, tuple | None]:
+    """A node row's ``cpu_info`` (an object), ``host_ip`` and ``supported_instances``.
+
+    Raises what :data:`ROW_ERRORS` names for JSON of another shape (a triple that is
+    not three items).
+    """
+    if not isinstance(cpu_info or {}, dict):
+        raise TypeError(f"cpu_info is not an object: {cpu_info!r:.60}")
+    triples = None if supported is None else tuple(
+        (_text(a), _text(h), _text(m)) for a, h, m in supported)
+    return dict(cpu_info or {}), host_ip, triples
+
+
 def _node(row: _NodeRow) -> NodeState:
     """NodeState of one compute node row and its inventories."""
     return NodeState(row.node, row.uuid, row.hypervisor_type, row.hypervisor_version,
-                     row.cpu_arch, row.traits, row.inventories)
+                     row.cpu_arch, row.traits, row.inventories, row.cpu_info, row.host_ip,
+                     row.supported_instances)
 
 
 def _topologies(session: Session, hosts: set[str] | None, nodes,

@@ -115,6 +115,13 @@ class NodeState:
     ``allocation_ratios``: ``(cpu, ram)``, the VCPU and MEMORY_MB inventories' allocation
     ratios (1.0 where there is none): the compute node's ratios, which Nova's
     NUMATopologyFilter applies (:func:`cortex.rules.measures.allocation_ratios`).
+
+    Hypervisor facts as Nova's hypervisor API (or cortex-agent) reports them, read by
+    Nova's ComputeCapabilitiesFilter and ImagePropertiesFilter: ``cpu_info`` (``arch``,
+    ``vendor``, ``model``, ``topology`` ``{sockets, cores, threads}``, ``features`` in the
+    reported order, ``maxphysaddr``; empty when unknown), ``host_ip``, and
+    ``supported_instances`` (``(arch, hv_type, vm_mode)`` triples; None when not
+    reported, then :func:`cortex.rules.image_properties.supported_instances` derives them).
     """
 
     node: str
@@ -124,6 +131,9 @@ class NodeState:
     cpu_arch: str | None
     traits: frozenset[str]
     inventories: Mapping[str, Inventory]
+    cpu_info: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+    host_ip: str | None = None
+    supported_instances: tuple[tuple[str, str, str], ...] | None = None
     allocation_ratios: tuple[float, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

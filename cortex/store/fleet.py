@@ -14,6 +14,8 @@ The format (``etc/cortex/demo-fleet.yaml`` is the worked example)::
                     migrations?: [{uuid, instance_uuid?, source_host?, dest_host?, status,
                                   resources?: {RC: int}}],
                     failed_builds?: int, allowed_projects?: [str],
+                    cpu_info?: {arch?, vendor?, model?, topology?, features?, ...},
+                    host_ip?: str, supported_instances?: [[arch, hv_type, vm_mode]],
                     topology?: {report: NAME | {...},
                                 gpus_in_use?: [pci address] | {pci address: instance uuid},
                                 mig_in_use?: {pci address: [instance id]},
@@ -148,6 +150,10 @@ FLEET_SCHEMA: dict[str, Any] = {
                 "instances": {"type": "array", "items": _INSTANCE},
                 "migrations": {"type": "array", "items": _MIGRATION},
                 "failed_builds": _COUNT, "allowed_projects": _STRINGS,
+                "cpu_info": {"type": "object"}, "host_ip": _STR_OR_NULL,
+                "supported_instances": {"type": "array", "items": {
+                    "type": "array", "items": {"type": "string"},
+                    "minItems": 3, "maxItems": 3}},
                 "topology": _TOPOLOGY,
             }}},
         "storage_pools": {"type": "array", "items": {
@@ -268,6 +274,8 @@ def _insert_node(connection: Connection, host: Mapping[str, Any]) -> None:
         migrations=[dict(m) for m in host.get("migrations", ())],
         failed_builds=host.get("failed_builds", 0),
         allowed_projects=list(host.get("allowed_projects", ())),
+        cpu_info=dict(host.get("cpu_info") or {}), host_ip=host.get("host_ip"),
+        supported_instances=host.get("supported_instances"),
     ).returning(models.ComputeNode.id)).scalar_one()
     rows = [{"compute_node_id": node_id, "resource_class": rc, "total": inv["total"],
              "reserved": inv.get("reserved", 0), "min_unit": inv.get("min_unit", 1),

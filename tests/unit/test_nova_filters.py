@@ -34,49 +34,76 @@ def with_specs(specs):
 
 # -- ComputeCapabilitiesFilter ------------------------------------------------------------
 
-CAPABLE = host("h", hypervisor_type="QEMU", hypervisor_version=8002002,
-               cpu_features=("avx", "avx2", "aes", "vmx"))
+CAPABLE = host("h", hypervisor_type="QEMU", hypervisor_version=8002002, host_ip="10.0.0.7",
+               cpu_info={"arch": "x86_64", "model": "Icelake-Server", "vendor": "Intel",
+                         "topology": {"cells": 2, "sockets": 2, "cores": 16, "threads": 2},
+                         "features": ["avx", "avx2", "avx512vnni", "aes", "vmx"]})
+FEATURES = "['avx', 'avx2', 'avx512vnni', 'aes', 'vmx']"
 
 
 @pytest.mark.parametrize("specs, expected", [
     ({}, None),
     ({"capabilities:hypervisor_type": "QEMU"}, None),
-    # Cortex: hypervisor_type folds case (flavors spell the canonical 'qemu')
-    ({"capabilities:hypervisor_type": "qemu"}, None),
+    # Nova compares exactly: libvirt's QEMU is not qemu
+    ({"capabilities:hypervisor_type": "qemu"},
+     "hypervisor_type=QEMU does not meet capabilities:hypervisor_type=qemu"),
     ({"capabilities:hypervisor_type": "s== QEMU"}, None),
-    ({"capabilities:hypervisor_type": "VMware vCenter Server"},
-     "hypervisor_type=qemu does not meet capabilities:hypervisor_type=vmware vcenter server"),
     ({"capabilities:hypervisor_version": ">= 8002000"}, None),
     ({"capabilities:hypervisor_version": "< 9000000"},      # '<' is no operator: plain string
      "hypervisor_version=8002002 does not meet capabilities:hypervisor_version=< 9000000"),
     ({"capabilities:hypervisor_version": "= 9000000"},      # '=' is >= for numbers
      "hypervisor_version=8002002 does not meet capabilities:hypervisor_version== 9000000"),
     ({"capabilities:cpu_info:arch": "x86_64"}, None),
+    ({"capabilities:cpu_info:vendor": "Intel"}, None),
+    ({"capabilities:cpu_info:model": "<in> Icelake"}, None),
+    ({"capabilities:cpu_info:topology:cores": ">= 16"}, None),
+    ({"capabilities:host_ip": "10.0.0.7"}, None),
     ({"capabilities:cpu_info:arch": "<or> aarch64 <or> x86_64"}, None),
     ({"capabilities:cpu_info:features": "<all-in> aes avx2"}, None),
-    ({"capabilities:cpu_info:features": "<in> avx512f"},
-     "cpu_info:features=aes,avx,avx2,vmx does not meet "
-     "capabilities:cpu_info:features=<in> avx512f"),
+    # the list is matched as printed: its text, never one element
+    ({"capabilities:cpu_info:features": "avx2"},
+     f"cpu_info:features={FEATURES} does not meet capabilities:cpu_info:features=avx2"),
+    ({"capabilities:cpu_info:features": FEATURES}, None),
+    ({"capabilities:cpu_info:features": "<in> avx512"}, None),  # finds avx512vnni
+    ({"capabilities:cpu_info:features": "<in> sve"},
+     f"cpu_info:features={FEATURES} does not meet "
+     "capabilities:cpu_info:features=<in> sve"),
     ({"capabilities:vcpus_total": ">= 64"}, None),          # the fake host has 64 VCPU
     ({"capabilities:free_ram_mb": ">= 300000"},
      "free_ram_mb=262144 does not meet capabilities:free_ram_mb=>= 300000"),
+    # a numeric operator on text fails the host (Nova raises)
+    ({"capabilities:hypervisor_type": ">= 1"},
+     "hypervisor_type=QEMU does not meet capabilities:hypervisor_type=>= 1"),
+    # hw:maxphysaddr_bits reads cpu_info's maxphysaddr, which this host does not report
+    ({"hw:maxphysaddr_bits": "40"},
+     "no capability cpu_info:maxphysaddr:bits for capabilities:cpu_info:maxphysaddr:bits=>= 40"),
     # a capability the host does not have fails it
     ({"capabilities:gpu_model": "H100"}, "no capability gpu_model for capabilities:gpu_model=H100"),
     # other scopes are not this filter's business
     ({"hw:cpu_policy": "dedicated", "trait:HW_CPU_X86_AVX2": "required"}, None),
-    # an unscoped key is checked only when the host has such an attribute
+    # an unscoped key is checked only when it names a Nova HostState attribute
     ({"some_flavor_tag": "x"}, None),
     ({"num_instances": "<= 10"}, None),
+    ({"metrics": "x"}, "no capability metrics for metrics=x"),
 ])
 def test_compute_capabilities(specs, expected):
     assert verdict(ComputeCapabilitiesFilter(), CAPABLE, with_specs(specs)) == expected
 
 
-def test_compute_capabilities_exact_case_when_not_folded():
+def test_compute_capabilities_case_insensitive_option():
     plugin = ComputeCapabilitiesFilter(build_options(ComputeCapabilitiesFilter,
-                                                     {"fold_case": []}))
-    assert verdict(plugin, CAPABLE, with_specs({"capabilities:hypervisor_type": "qemu"}))
+                                                     {"case_insensitive": ["hypervisor_type"]}))
+    assert verdict(plugin, CAPABLE, with_specs({"capabilities:hypervisor_type": "qemu"})) is None
     assert verdict(plugin, CAPABLE, with_specs({"capabilities:hypervisor_type": "QEMU"})) is None
+    assert verdict(plugin, CAPABLE, with_specs({"capabilities:cpu_info:vendor": "intel"}))
+
+
+def test_compute_capabilities_without_stored_cpu_info_uses_arch_and_flags():
+    state = host("old", cpu_features=("avx2", "aes"))
+    assert verdict(ComputeCapabilitiesFilter(), state,
+                   with_specs({"capabilities:cpu_info:features": "<in> avx2"})) is None
+    assert verdict(ComputeCapabilitiesFilter(), state,
+                   with_specs({"capabilities:cpu_info:vendor": "Intel"})) is not None
 
 
 def test_compute_capabilities_any_named_node():
@@ -91,37 +118,71 @@ def test_compute_capabilities_any_named_node():
 
 # -- ImagePropertiesFilter ----------------------------------------------------------------
 
-@pytest.mark.parametrize("props, hv_type, arch, version, expected", [
-    ({}, "QEMU", "x86_64", 8002002, None),
-    ({"img_hv_type": "kvm"}, "QEMU", "x86_64", 8002002, None),      # libvirt runs kvm guests
-    ({"img_hv_type": "qemu"}, "QEMU", "x86_64", 8002002, None),
-    ({"hypervisor_type": "KVM"}, "QEMU", "x86_64", 8002002, None),  # legacy name, any case
-    ({"img_hv_type": "vmware"}, "QEMU", "x86_64", 8002002,
-     "hypervisor QEMU does not run img_hv_type vmware"),
-    ({"img_hv_type": "vmware"}, "VMware vCenter Server", "x86_64", 8000003, None),
-    ({"img_hv_type": "kvm"}, "VMware vCenter Server", "x86_64", 8000003,
-     "hypervisor VMware vCenter Server does not run img_hv_type kvm"),
-    ({"hw_architecture": "x86_64"}, "QEMU", "x86_64", 8002002, None),
-    ({"hw_architecture": "amd64"}, "QEMU", "x86_64", 8002002, None),  # canonicalised
-    ({"architecture": "aarch64"}, "QEMU", "x86_64", 8002002,
-     "architecture x86_64 is not the image's aarch64"),
-    ({"hw_architecture": "x86_64"}, "QEMU", None, 8002002,            # nothing advertised
-     "architecture None is not the image's x86_64"),
-    ({"img_hv_requested_version": ">=8.0"}, "QEMU", "x86_64", 8002002, None),
-    ({"img_hv_requested_version": ">=8.0, <8.2"}, "QEMU", "x86_64", 8002002,
-     "hypervisor version 8.2.2 does not meet >=8.0, <8.2"),
-    ({"img_hv_requested_version": "==8.2.2"}, "QEMU", "x86_64", 8002002, None),
-    ({"img_hv_requested_version": "newest"}, "QEMU", "x86_64", 8002002,
-     "unreadable img_hv_requested_version 'newest'"),
+LIBVIRT = None  # derived: x86_64 and i686 under kvm and qemu, hvm
+VCENTER = [["x86_64", "vmware", "hvm"], ["i686", "vmware", "hvm"]]
+XEN = [["x86_64", "xen", "xen"], ["x86_64", "xen", "hvm"]]
+
+
+@pytest.mark.parametrize("props, hv_type, arch, supported, version, expected", [
+    ({}, "QEMU", "x86_64", LIBVIRT, 8002002, None),
+    ({"img_hv_type": "kvm"}, "QEMU", "x86_64", LIBVIRT, 8002002, None),
+    ({"img_hv_type": "qemu"}, "QEMU", "x86_64", LIBVIRT, 8002002, None),
+    ({"hypervisor_type": "KVM"}, "QEMU", "x86_64", LIBVIRT, 8002002, None),  # legacy name
+    ({"img_hv_type": "vmware"}, "QEMU", "x86_64", LIBVIRT, 8002002,
+     "no supported instance runs vmware"),
+    ({"img_hv_type": "vmware"}, "VMware vCenter Server", "x86_64", VCENTER, 8000003, None),
+    ({"img_hv_type": "kvm"}, "VMware vCenter Server", "x86_64", VCENTER, 8000003,
+     "no supported instance runs kvm"),
+    ({"hw_architecture": "x86_64"}, "QEMU", "x86_64", LIBVIRT, 8002002, None),
+    ({"hw_architecture": "amd64"}, "QEMU", "x86_64", LIBVIRT, 8002002, None),  # canonicalised
+    ({"hw_architecture": "i686"}, "QEMU", "x86_64", LIBVIRT, 8002002, None),  # libvirt: i686
+    ({"architecture": "aarch64"}, "QEMU", "x86_64", LIBVIRT, 8002002,
+     "no supported instance runs aarch64"),
+    ({"hw_architecture": "x86_64"}, "QEMU", None, LIBVIRT, 8002002,   # nothing advertised
+     "the node reports no supported instances for x86_64"),
+    ({"hw_vm_mode": "hvm"}, "QEMU", "x86_64", LIBVIRT, 8002002, None),
+    ({"hw_vm_mode": "xen"}, "QEMU", "x86_64", LIBVIRT, 8002002,
+     "no supported instance runs xen"),
+    ({"hw_vm_mode": "pv"}, "xen", "x86_64", XEN, 4001000, None),       # pv is xen
+    ({"hw_vm_mode": "exe"}, "QEMU", "x86_64", LIBVIRT, 8002002,
+     "no supported instance runs exe"),
+    ({"hw_architecture": "x86_64", "img_hv_requested_version": ">=8.0"}, "QEMU", "x86_64",
+     LIBVIRT, 8002002, None),
+    ({"hw_architecture": "x86_64", "img_hv_requested_version": ">=8.0, <8.2"}, "QEMU",
+     "x86_64", LIBVIRT, 8002002, "hypervisor version 8.2.2 does not meet >=8.0, <8.2"),
+    ({"hw_architecture": "x86_64", "img_hv_requested_version": "==8.2.2"}, "QEMU", "x86_64",
+     LIBVIRT, 8002002, None),
+    ({"hw_architecture": "x86_64", "img_hv_requested_version": "==9"}, "QEMU", "x86_64",
+     LIBVIRT, 9000000, None),                                          # 9.0.0 is 9
+    ({"hw_architecture": "x86_64", "img_hv_requested_version": "newest"}, "QEMU", "x86_64",
+     LIBVIRT, 8002002, "unreadable img_hv_requested_version 'newest'"),
     # no version reported: the version is not checked (as Nova)
-    ({"img_hv_requested_version": ">=99"}, "QEMU", "x86_64", None, None),
+    ({"hw_architecture": "x86_64", "img_hv_requested_version": ">=99"}, "QEMU", "x86_64",
+     LIBVIRT, None, None),
 ])
-def test_image_properties(props, hv_type, arch, version, expected):
-    state = host("h", hypervisor_type=hv_type, cpu_arch=arch, hypervisor_version=version)
+def test_image_properties(props, hv_type, arch, supported, version, expected):
+    state = host("h", hypervisor_type=hv_type, cpu_arch=arch, hypervisor_version=version,
+                 supported_instances=supported)
     request = nova(spec={"image": {"properties": props}})
     assert ImagePropertiesFilter().applies(request) is bool(props)
     if props:
         assert verdict(ImagePropertiesFilter(), state, request) == expected
+
+
+def test_image_properties_version_alone_is_not_checked():
+    """Nova skips the version when the image names no architecture, hv type or VM mode."""
+    state = host("h", hypervisor_version=8002002)
+    request = nova(spec={"image": {"properties": {"img_hv_requested_version": ">=99"}}})
+    assert not ImagePropertiesFilter().applies(request)
+    assert verdict(ImagePropertiesFilter(), state, request) is None
+
+
+def test_image_properties_default_architecture_option():
+    plugin = ImagePropertiesFilter(build_options(ImagePropertiesFilter,
+                                                 {"default_architecture": "aarch64"}))
+    request = nova(spec={"image": {"properties": {}}})
+    assert plugin.applies(request)
+    assert verdict(plugin, host("h"), request) == "no supported instance runs aarch64"
 
 
 def test_image_properties_runs_on_rebuild():

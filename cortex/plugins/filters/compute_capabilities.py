@@ -1,17 +1,16 @@
 """filter_compute_capabilities: the host meets the flavor's ``capabilities:*`` extra specs.
 
-Nova's ComputeCapabilitiesFilter (``nova/scheduler/filters/compute_capabilities_filter.py``):
-each extra spec ``capabilities:<name>[:<sub>...]`` is evaluated with every extra-spec
-operator (``=``, ``==``, ``!=``, ``>=``, ``<=``, ``s==`` ... ``<in>``, ``<all-in>``,
-``<or>``; :mod:`cortex.rules.extra_specs`) against the node's host-state attribute
-of that name (``hypervisor_type``, ``hypervisor_version``, ``cpu_info:arch``,
-``cpu_info:features``, ``vcpus_total``, ``free_ram_mb``, ``num_instances``, ...);
-unscoped keys only when such an attribute exists, other scopes never. A missing
-attribute fails the host. The reference implementation skips the filter when an
-operator appears; Cortex evaluates them. One deliberate difference: names in
-``fold_case`` (default ``hypervisor_type``) compare case-insensitively, because flavors
-spell the canonical ``qemu`` while libvirt reports ``QEMU`` (set ``fold_case: []`` for
-Nova's exact match). Not run on rebuild. Invert: none; drop the step.
+Nova's ComputeCapabilitiesFilter, decided as Nova 34 decides
+(:mod:`cortex.rules.nova_capabilities`): each ``capabilities:<name>[:<key>...]`` extra
+spec (and an unscoped key naming a Nova HostState attribute, and ``hw:maxphysaddr_bits``)
+is matched with Nova's extra-spec operators against the printed value of the node's
+attribute (``hypervisor_type``, ``hypervisor_version``, ``host_ip``,
+``cpu_info:arch|vendor|model|features|topology:cores``, ``vcpus_total``,
+``free_ram_mb``, ``num_instances``, ...; lists print as Python lists). A missing
+attribute fails the node; a host passes when one of its named nodes meets every spec.
+Option ``case_insensitive`` (default none): top-level names compared case-insensitively,
+e.g. ``[hypervisor_type]`` to let ``qemu`` match libvirt's ``QEMU``, which Nova refuses.
+Not run on rebuild. Invert: none; drop the step.
 """
 
 from __future__ import annotations
@@ -28,15 +27,21 @@ from cortex.request import (
     NovaRequest,
     hashable,
 )
-from cortex.rules.extra_specs import unmet
 from cortex.rules.measures import num_io_ops
+from cortex.rules.nova_capabilities import (
+    HOST_STATE_ATTRIBUTES,
+    capabilities_unmet,
+)
+from cortex.rules.nova_capabilities import (
+    node_capabilities as nova_values,
+)
 
 
 @dataclass(frozen=True)
 class ComputeCapabilitiesOptions:
-    """``fold_case``: capability names compared case-insensitively."""
+    """``case_insensitive``: top-level capability names compared case-insensitively."""
 
-    fold_case: tuple[str, ...] = ("hypervisor_type",)
+    case_insensitive: tuple[str, ...] = ()
 
 
 @register
@@ -80,9 +85,9 @@ class CapabilitiesBound(ComputeCapabilitiesFilter):
         reason: str | None = "no node"
         for node in host.nodes_named(candidate.nodes):
             capabilities = self._capabilities(host, node)
-            reason = unmet(request.flavor.extra_specs, capabilities,
-                           "capabilities", unscoped="if-present",
-                           fold_case=frozenset(self.options.fold_case))
+            reason = capabilities_unmet(
+                request.flavor.extra_specs, capabilities,
+                case_insensitive=frozenset(self.options.case_insensitive))
             if reason is None:
                 return None
         return reason
@@ -92,13 +97,13 @@ class CapabilitiesBound(ComputeCapabilitiesFilter):
                   view: KnowledgeView | None) -> dict[str, str]:
         """``check`` of every host, each distinct set of the values the specs read judged once.
 
-        ``unmet`` reads, of a node's capabilities, only the top-level names its specs
+        ``capabilities_unmet`` reads, of a node's capabilities, only the top-level names its specs
         of this scope (and unscoped keys) start with; nodes equal in those names get the
         same answer, and a fleet has few distinct ones (hypervisor type, version...).
         """
         specs = request.flavor.extra_specs
         names = _names_read(specs)
-        fold_case = frozenset(self.options.fold_case)
+        folded = frozenset(self.options.case_insensitive)
         keys = view.per_host(("capability-value-keys",)) if view else {}
         single = host_facts(view, ("capability-keys", names, request.service), hosts,
                             lambda h: self._node_key(keys, names, h, h.all_nodes[0])
@@ -111,9 +116,8 @@ class CapabilitiesBound(ComputeCapabilitiesFilter):
             for node in nodes:
                 node_key = key or self._node_key(keys, names, host, node)
                 if node_key not in verdicts:
-                    verdicts[node_key] = unmet(specs, self._capabilities(host, node),
-                                               "capabilities", unscoped="if-present",
-                                               fold_case=fold_case)
+                    verdicts[node_key] = capabilities_unmet(
+                        specs, self._capabilities(host, node), case_insensitive=folded)
                 reason = verdicts[node_key]
                 if reason is None:
                     break
@@ -137,13 +141,16 @@ class CapabilitiesBound(ComputeCapabilitiesFilter):
 
 
 def _names_read(specs) -> tuple[str, ...]:
-    """The top-level capability names ``unmet(..., "capabilities")`` reads for ``specs``."""
+    """The top-level capability names ``capabilities_unmet`` reads for ``specs``."""
     names = []
     for key in specs:
         head, sep, rest = key.partition(":")
-        if sep and head != "capabilities":
-            continue
-        names.append((rest if sep else key).split(":")[0])
+        if key == "hw:maxphysaddr_bits":
+            names.append("cpu_info")
+        elif sep and head == "capabilities":
+            names.append(rest.split(":")[0])
+        elif not sep and key in HOST_STATE_ATTRIBUTES:
+            names.append(key)
     return tuple(dict.fromkeys(names))
 
 
@@ -167,24 +174,5 @@ def _value_key(keys: dict, host, node: str, name: str, value) -> tuple:
 
 
 def node_capabilities(host, node) -> dict:
-    """Nova's HostState attributes for one node, by Nova's names (MiB, GiB, counts)."""
-    vcpu, ram, disk = (node.inventories.get(rc) for rc in ("VCPU", "MEMORY_MB", "DISK_GB"))
-    capabilities = {
-        "host": host.host, "nodename": node.node, "hypervisor_hostname": node.node,
-        "hypervisor_type": node.hypervisor_type, "hypervisor_version": node.hypervisor_version,
-        "cpu_info": {"arch": node.cpu_arch, "features": sorted(host.cpu_features)},
-        "num_instances": len(host.instances), "num_io_ops": num_io_ops(host),
-        "failed_builds": host.failed_builds, "availability_zone": host.availability_zone,
-    }
-    if vcpu is not None:
-        capabilities |= {"vcpus_total": vcpu.total, "vcpus_used": vcpu.used,
-                         "cpu_allocation_ratio": vcpu.allocation_ratio}
-    if ram is not None:
-        capabilities |= {"total_usable_ram_mb": ram.total - ram.reserved,
-                         "free_ram_mb": ram.total - ram.reserved - ram.used,
-                         "ram_allocation_ratio": ram.allocation_ratio}
-    if disk is not None:
-        capabilities |= {"total_usable_disk_gb": disk.total - disk.reserved,
-                         "free_disk_mb": (disk.total - disk.reserved - disk.used) * 1024,
-                         "disk_allocation_ratio": disk.allocation_ratio}
-    return {k: v for k, v in capabilities.items() if v is not None}
+    """Nova's HostState values for one node (``nova_capabilities.node_capabilities``)."""
+    return nova_values(host, node, num_io_ops(host))
