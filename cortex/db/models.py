@@ -669,6 +669,28 @@ class InflightReservation(Base):
                                                  index=True)
 
 
+class GroupPromise(Base):
+    """A gang's room, promised whole at its first member's call (cortex/store/group_promises.py).
+
+    ``id`` the group's key; ``members`` asked, ``placed`` promised (at least
+    ``min_count``); ``hosts`` and ``reservations`` (``inflight_reservations`` ids) in
+    member order. Expires with its reservations.
+    """
+
+    __tablename__ = "group_promises"
+
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    service: Mapped[str] = mapped_column(String(32), nullable=False)
+    members: Mapped[int] = mapped_column(Integer, nullable=False)
+    placed: Mapped[int] = mapped_column(Integer, nullable=False)
+    min_count: Mapped[int] = mapped_column(Integer, nullable=False)
+    hosts: Mapped[list[str]] = mapped_column(JSONType, nullable=False)
+    reservations: Mapped[list[str]] = mapped_column(JSONType, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False,
+                                                 index=True)
+
+
 class Commitment(Base):
     """Capacity promised to a project for a period: ``count`` instances of one shape.
 

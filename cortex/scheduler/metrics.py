@@ -59,6 +59,12 @@ class SchedulerMetrics:
             "by the hosts' hypervisor type.", ["flag"], registry=registry)
         for flag in ("true", "false"):
             self.vmware_flag_contradictions.labels(flag)  # shown as 0 until one comes
+        self.group_placements = Counter(
+            "cortex_group_placements",
+            "Groups placed all or nothing (cortex.scheduler.groups), by outcome: placed "
+            "(every member's room promised at the first call), refused_whole (fewer than "
+            "min_count fit: nothing promised), expired (slots no member took).",
+            ["service", "outcome"], registry=registry)
         self.step_answers_dropped = Counter(
             "cortex_step_answers_dropped",
             "Host answers of pipeline steps a worker dropped to stay within [scheduler] "

@@ -10,7 +10,8 @@ What happens to every external call, in order (:meth:`SchedulerService.schedule`
 3. lay the in-flight reservations over it (Nova creates and moves:
    :func:`cortex.knowledge.reservations.with_reservations`);
 4. run the filters and weighers (:func:`cortex.pipeline.engine.run_pipeline`);
-5. promise the answer's first host (:mod:`cortex.scheduler.promise`);
+5. promise the answer's first host (:mod:`cortex.scheduler.promise`), or a group's
+   every member at its first member's call (:mod:`cortex.scheduler.groups`);
 6. count, log and record the decision (:mod:`cortex.store.decisions`).
 
 The database waits of steps 1 and 3 to 5 end with the call's ``request_time_budget``
@@ -44,6 +45,7 @@ from cortex.pipeline.memo import DEFAULT_LIMIT as DEFAULT_MEMO_LIMIT
 from cortex.request import NovaRequest, SchedulingRequest
 from cortex.rules.gpu_sets import can_place_connected
 from cortex.scheduler.demand import energy_options, gpu_demand
+from cortex.scheduler.groups import promise_group
 from cortex.scheduler.metrics import SchedulerMetrics
 from cortex.scheduler.promise import STEP as PROMISE_STEP
 from cortex.scheduler.promise import promise_first, promises
@@ -379,8 +381,11 @@ class SchedulerService:
             except StepFailed as exc:
                 raise _Failure(503, str(exc), "cortex.step_failed") from None
             if options.promise and self._promises(request):
-                result = promise_first(pipeline, request, view, overlaid, result,
-                                       self.reservations, self.settings.reservation_ttl, now)
+                result = promise_group(pipeline, request, view, overlaid, result,
+                                       self.reservations, self.settings.reservation_ttl, now,
+                                       self.metrics) or promise_first(
+                    pipeline, request, view, overlaid, result, self.reservations,
+                    self.settings.reservation_ttl, now)
                 self._unpromised(request, result, options)
         return result
 

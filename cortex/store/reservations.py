@@ -206,6 +206,22 @@ class ReservationStore:
                          for name, statement in (("lock", _LOCK), ("host_active", _HOST_ACTIVE),
                                                  ("replace", self._replace))}
 
+    @property
+    def engine(self) -> Engine:
+        """The store's engine (on PostgreSQL its own pool, see the class)."""
+        return self._engine
+
+    @property
+    def process_lock(self) -> threading.Lock:
+        """The lock that serialises promises in this process where the database has none."""
+        return self._local
+
+    def announce(self, *made: Reservation) -> None:
+        """Hand reservations just committed to the process's feed (its NOTIFY comes later)."""
+        if self._feed is not None:
+            for reservation in made:
+                self._feed.add(reservation)
+
     def active(self, now: datetime) -> list[Reservation]:
         """Every reservation not expired at ``now``: from the feed, else one indexed query."""
         if self._feed is not None:

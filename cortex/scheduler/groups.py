@@ -1,0 +1,387 @@
+"""Groups all or nothing: a gang's every member placed at its first member's call, or none.
+
+A distributed job is useless until its last member runs, and a half-placed one holds
+GPUs nobody else can use. So when a call is the first of a group (:func:`gang_of`: a
+Nova multi-create, ``num_instances > 1`` with its request id; a ``group_size`` hint
+with a ``group_id`` hint; a Kubernetes pod group), :func:`promise_group` decides where
+every member goes and promises all of their room in one transaction:
+
+1. The plan (:func:`_plan`) walks the call's ranking once per member and takes the
+   first host that passes the pipeline's filters (:func:`cortex.pipeline.engine.refusal`:
+   the capacity filters, GPU sets, NUMA fit, the fabric domain rules) with the members
+   planned before it laid over the view as reservations of the group; a server group's
+   policy is kept (``affinity``: every member on the first member's host;
+   ``anti-affinity``: at most ``max_server_per_host`` members per host, counting those
+   already there).
+2. Fewer than ``min_count`` members fit: the call is answered ``[]`` (Nova's
+   NoValidHost) and nothing is promised.
+3. Else the plan is re-checked under the locks of the group and of every host it names
+   (:meth:`cortex.store.group_promises.GroupPromiseStore.lock`) with the reservations
+   found there, and the group's promise and every member's reservation are written in
+   that transaction; when a concurrent call took the room meanwhile, the plan is made
+   again with what the store holds now (at most :data:`MAX_PLANS` times, then the group
+   is refused as in 2).
+
+A later member's call finds the group's promise and takes a slot not taken yet: the
+slot's host is re-checked by the filters with that slot's own room left out and
+answered first, the rest of the ranking after it as Nova's alternates. When no
+slot's host passes (or is offered), one slot is freed and the member is promised as a
+lone call is (:mod:`cortex.scheduler.promise`). Slots no member takes expire with the
+reservations' time-to-live; a member Nova places elsewhere stops counting once the
+synced view shows it (:func:`cortex.knowledge.reservations.pending`).
+
+Counted in ``cortex_group_placements_total{service,outcome}`` (``placed``,
+``refused_whole``; ``expired`` by :func:`count_expired`). The decision record carries
+the promise in the ``inflight_reservations`` step's ``detail``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+import weakref
+from collections import ChainMap
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import MappingProxyType
+from typing import Any
+
+from cortex.decision import HostWeights, StepResult
+from cortex.ids import new_uuid
+from cortex.knowledge.reservations import (
+    Reservation,
+    others_on,
+    pending,
+    reserve_host,
+    with_reservations,
+)
+from cortex.knowledge.view import KnowledgeView
+from cortex.pipeline.config import Pipeline
+from cortex.pipeline.engine import PipelineResult, refusal
+from cortex.request import NovaRequest
+from cortex.rules.measures import group_members_on_host
+from cortex.scheduler.promise import STEP, predicted_gpus
+from cortex.store.group_promises import GroupPromise, GroupPromiseStore
+from cortex.store.reservations import ReservationStore
+
+LOG = logging.getLogger(__name__)
+#: Plans made per first call: a plan whose room a concurrent call took is made again
+#: with the reservations stored now; past this many the group is refused whole.
+MAX_PLANS = 5
+#: The most members one group may ask for (a bound on the plan's work).
+MAX_MEMBERS = 1000
+
+
+@dataclass(frozen=True)
+class Gang:
+    """A group placed all or nothing: ``key`` names it, ``members`` asked, ``min_count``.
+
+    ``policy``: the server group's (``affinity``, ``anti-affinity``) or None;
+    ``max_per_host``: members an anti-affinity group may put on one host.
+    """
+
+    key: str
+    members: int
+    min_count: int
+    policy: str | None = None
+    max_per_host: int = 1
+
+
+def _hint_int(hints: Any, name: str) -> int | None:
+    """A positive integer scheduler hint (None when absent or not a number)."""
+    values = hints.get(name) or ()
+    text = values[0].strip() if values else ""
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def gang_of(request: Any) -> Gang | None:
+    """The group ``request`` is a member of and must be placed whole, None for a lone call.
+
+    A Nova create that is one of a multi-create (``num_instances > 1``; key
+    ``request:<global or own request id>``, which every member's call carries), or that
+    names its group by the ``group_id`` and ``group_size`` hints (key
+    ``hint:<group_id>``). ``min_count``: the scheduler hint ``min_count`` (Nova's
+    ``--min-count``, where the caller passes it on), else every member; bounded to
+    ``1..members``. A Kubernetes pod group: the request's own ``gang``.
+    """
+    own = getattr(request, "gang", None)
+    if own is not None:
+        return own
+    if not isinstance(request, NovaRequest) or request.intent != "create":
+        return None
+    hints = request.scheduler_hints
+    if request.num_instances > 1 and (request.global_request_id or request.request_id):
+        key, members = (f"request:{request.global_request_id or request.request_id}",
+                        request.num_instances)
+    elif request.network.group_size > 1 and hints.get("group_id"):
+        key, members = f"hint:{request.network.group_id}", request.network.group_size
+    else:
+        return None
+    members = min(members, MAX_MEMBERS)
+    wanted = _hint_int(hints, "min_count")
+    group = request.server_group
+    policy = group.policy if group is not None and group.policy in (
+        "affinity", "anti-affinity") else None
+    per_host = 1
+    if group is not None:
+        try:
+            per_host = max(1, int(group.rules.get("max_server_per_host", 1)))
+        except (TypeError, ValueError):
+            per_host = 1
+    return Gang(key, members, min(members, wanted or members), policy, per_host)
+
+
+_STORES: weakref.WeakKeyDictionary[Any, GroupPromiseStore] = weakref.WeakKeyDictionary()
+
+
+def group_store(store: Any) -> GroupPromiseStore | None:
+    """The group promises kept beside reservation store ``store``; None where it has none.
+
+    A :class:`~cortex.store.reservations.ReservationStore` (PostgreSQL, SQLite) has
+    them; the in-memory store of the simulator does not, and its groups are promised
+    member by member.
+    """
+    if not isinstance(store, ReservationStore):
+        return None
+    found = _STORES.get(store)
+    if found is None:
+        found = _STORES[store] = GroupPromiseStore(store)
+    return found
+
+
+def group_promises(store: Any, now: datetime) -> list[dict[str, Any]]:
+    """The group promises unexpired at ``now`` beside ``store``, oldest first, as JSON.
+
+    Empty for a store without group promises. Raises as the store does.
+    """
+    groups = group_store(store)
+    return [] if groups is None else [g.as_dict() for g in groups.active(now)]
+
+
+def promise_group(pipeline: Pipeline, request: Any, base: KnowledgeView,
+                  overlaid: KnowledgeView, result: PipelineResult, store: Any, ttl: float,
+                  now: datetime, metrics: Any = None) -> PipelineResult | None:
+    """``result`` answered as a member of its group, None when the lone promise applies.
+
+    ``base``/``overlaid``/``store``/``ttl``/``now`` as
+    :func:`cortex.scheduler.promise.promise_first`; ``metrics`` a
+    :class:`~cortex.scheduler.metrics.SchedulerMetrics` (None: not counted). None for
+    a call of no group, a store without group promises, or a later member whose slot
+    could not be used (one slot freed): the caller then promises it alone. Adds the
+    ``inflight_reservations`` step; a store failure is logged and recorded as the
+    step's error (the answer then stands unpromised, as ``promise_first``'s does).
+    """
+    gang = gang_of(request)
+    groups = group_store(store) if gang is not None else None
+    if gang is None or groups is None:
+        return None
+    started = time.perf_counter()
+    try:
+        existing = groups.find(gang.key, now)
+        if existing is None:
+            return _first(pipeline, request, base, overlaid, result, groups, gang, ttl, now,
+                          started, metrics)
+        return _later(pipeline, request, base, overlaid, result, groups, existing, now,
+                      started)
+    except Exception as exc:  # noqa: BLE001 - database trouble must not fail the answer
+        LOG.warning("group promise failed, answer not promised: %r", exc)
+        return _answer(result, result.hosts, StepResult(
+            STEP, "filter", "error", _ms(started), repr(exc), hosts_in=len(result.hosts)))
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
+
+
+def _answer(result: PipelineResult, hosts: list[str], step: StepResult,
+            removed: Iterable[str] = ()) -> PipelineResult:
+    """``result`` answering ``hosts`` (in this order) with ``step`` added."""
+    gone = set(removed) | (set(result.hosts) - set(hosts))
+    final = result.weights
+    kept = dict(zip(final.names, final.values_in_order, strict=True))
+    ordered = [h for h in hosts if h in kept]
+    weights = HostWeights(ordered, [kept[h] for h in ordered]) if gone or ordered != list(
+        final.names) else final
+    return dataclasses.replace(result, hosts=list(hosts), steps=[*result.steps, step],
+                               weights=weights)
+
+
+def _judged(result: PipelineResult, base: KnowledgeView) -> list[str]:
+    """The answer's hosts the view knows, best first."""
+    unknown = frozenset(result.unknown_hosts)
+    return [h for h in result.hosts if h in base.hosts and h not in unknown]
+
+
+def _with(overlaid: KnowledgeView, base: KnowledgeView, current: list[Reservation] | None,
+          members: list[Reservation], own: str | None, now: datetime) -> KnowledgeView:
+    """``overlaid`` with ``members`` laid over their hosts (and ``current`` there, if given).
+
+    ``current``: the reservations read under the locks; None keeps ``overlaid``'s.
+    """
+    hosts = {m.host for m in members} | {r.host for r in current or ()}
+    hosts &= base.hosts.keys()
+    listed = list(overlaid.reservations) if current is None else [
+        *(r for r in overlaid.reservations if r.host not in hosts), *current]
+    changed = {}
+    for host in hosts:
+        counted = pending(others_on(listed, host, own), base, now)
+        changed[host] = reserve_host(base.hosts[host], [*counted, *(m for m in members
+                                                                     if m.host == host)])
+    return dataclasses.replace(
+        overlaid, hosts=MappingProxyType(ChainMap(changed, overlaid.hosts)),  # type: ignore[arg-type]
+        reservations=(*listed, *members), base=overlaid,
+        overlaid=overlaid.overlaid | changed.keys())
+
+
+def _plan(pipeline: Pipeline, request: Any, base: KnowledgeView, view: KnowledgeView,
+          ranking: list[str], gang: Gang, current: list[Reservation] | None, ttl: float,
+          now: datetime) -> list[Reservation]:
+    """The members' reservations, in member order: as many as fit, at most ``gang.members``.
+
+    Each member takes the first host of ``ranking`` that passes the pipeline's filters
+    with the members before it counted (and the server group's policy allows).
+    """
+    members: list[Reservation] = []
+    group = request.server_group
+    refused: set[str] = set()
+    for index in range(gang.members):
+        planned = _with(view, base, current, members, request.instance_uuid, now) \
+            if members or current is not None else view
+        for host in ranking:
+            if host in refused:
+                continue
+            if gang.policy == "affinity" and members and host != members[0].host:
+                continue
+            if gang.policy == "anti-affinity" and group is not None:
+                here = sum(1 for m in members if m.host == host)
+                if here + group_members_on_host(base.hosts[host], group) >= gang.max_per_host:
+                    continue
+            if refusal(pipeline, request, planned, host) is not None:
+                refused.add(host)  # it only fills as members are added
+                continue
+            state = planned.hosts[host]
+            members.append(Reservation(
+                new_uuid(), host, request.instance_uuid if index == 0 else None,
+                request.network.group_id, MappingProxyType(dict(request.resources)),
+                predicted_gpus(state, request), now, now + timedelta(seconds=ttl)))
+            break
+        else:
+            break
+    return members
+
+
+def _first(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: KnowledgeView,
+           result: PipelineResult, groups: GroupPromiseStore, gang: Gang, ttl: float,
+           now: datetime, started: float, metrics: Any) -> PipelineResult | None:
+    """The first member's call: plan, re-check under the locks, promise all or refuse."""
+    ranking = _judged(result, base)
+    current: list[Reservation] | None = None
+    members: list[Reservation] = []
+    for _ in range(MAX_PLANS):
+        members = _plan(pipeline, request, base, overlaid, ranking, gang, current, ttl, now)
+        if len(members) < gang.min_count:
+            break
+        with groups.lock(gang.key, {m.host for m in members}, now) as held:
+            if held.existing is not None:  # a sibling's call promised the group meanwhile
+                break
+            current = held.reservations
+            again = _plan(pipeline, request, base, overlaid,
+                          list(dict.fromkeys(m.host for m in members)), gang, current,
+                          ttl, now)
+            if [m.host for m in again] == [m.host for m in members]:
+                promise = GroupPromise(gang.key, request.service, gang.members, len(members),
+                                       gang.min_count, tuple(m.host for m in members),
+                                       tuple(m.id for m in members), now,
+                                       now + timedelta(seconds=ttl))
+                held.promise(promise, members)
+        if held.made is not None:
+            _count(metrics, request.service, "placed")
+            first = members[0].host
+            hosts = [first, *(h for h in result.hosts if h != first)]
+            return _answer(result, hosts, StepResult(
+                STEP, "filter", "ran", _ms(started), hosts_in=len(result.hosts),
+                detail=_detail("promised group", promise)))
+        if held.existing is not None:
+            return _later(pipeline, request, base, overlaid, result, groups, held.existing,
+                          now, started)
+        current = None  # another call took room on these hosts: plan with what is stored
+        overlaid = _fresh(overlaid, base, groups, request, now)
+    _count(metrics, request.service, "refused_whole")
+    reason = (f"group {gang.key}: {len(members)} of {gang.members} members fit "
+              f"(min_count {gang.min_count}); none promised")
+    return _answer(result, [], StepResult(
+        STEP, "filter", "ran", _ms(started), hosts_in=len(result.hosts),
+        removed=dict.fromkeys(result.hosts, reason), detail=reason))
+
+
+def _fresh(overlaid: KnowledgeView, base: KnowledgeView, groups: GroupPromiseStore,
+           request: Any, now: datetime) -> KnowledgeView:
+    """``base`` with every reservation the store holds now (read from its table)."""
+    return with_reservations(base, groups.reservations(now), now, request.instance_uuid)
+
+
+def _later(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: KnowledgeView,
+           result: PipelineResult, groups: GroupPromiseStore, group: GroupPromise,
+           now: datetime, started: float) -> PipelineResult | None:
+    """A later member's call: its promised host first, re-checked by the filters."""
+    slots = groups.slots(group, now)
+    own = request.instance_uuid
+    mine = next((s for s in slots if own and s.instance_uuid == own), None)
+    offered = set(request.candidates.hosts)
+    free = [s for s in slots if s.instance_uuid is None]
+    choices = [mine] if mine is not None else free
+    for slot in choices:
+        if slot.host not in offered or slot.host not in base.hosts:
+            continue
+        view = _without(overlaid, base, slot, own, now)
+        reason = refusal(pipeline, request, view, slot.host)
+        if reason is not None:
+            continue
+        claimed = slot if mine is not None else groups.claim(group, slot.id, own, now)
+        if claimed is None:
+            continue
+        hosts = [slot.host, *(h for h in result.hosts if h != slot.host)]
+        return _answer(result, hosts, StepResult(
+            STEP, "filter", "ran", _ms(started), hosts_in=len(result.hosts),
+            detail=_detail(f"member of group on {slot.host} ({claimed.id})", group)))
+    if mine is None and free:
+        groups.release(group, free[-1].id)
+    return None
+
+
+def _without(overlaid: KnowledgeView, base: KnowledgeView, slot: Reservation, own: str | None,
+             now: datetime) -> KnowledgeView:
+    """``overlaid`` with ``slot``'s room on its host left out: the member's own room."""
+    others = [r for r in others_on(overlaid.reservations, slot.host, own) if r.id != slot.id]
+    state = reserve_host(base.hosts[slot.host], pending(others, base, now))
+    return dataclasses.replace(
+        overlaid, hosts=MappingProxyType(ChainMap({slot.host: state}, overlaid.hosts)),  # type: ignore[arg-type]
+        base=overlaid, overlaid=overlaid.overlaid | {slot.host})
+
+
+def _detail(what: str, group: GroupPromise) -> str:
+    """The step's detail: what was done, and the group's promise as JSON."""
+    return f"{what}: {json.dumps(group.as_dict(), sort_keys=True)}"
+
+
+def _count(metrics: Any, service: str, outcome: str) -> None:
+    """One group placement of ``outcome`` in ``cortex_group_placements_total``."""
+    if metrics is not None:
+        metrics.group_placements.labels(service, outcome).inc()
+
+
+def count_expired(groups: GroupPromiseStore, now: datetime, metrics: Any = None) -> int:
+    """Delete the group promises expired at ``now`` and count those members left unclaimed.
+
+    A promise counts as ``expired`` in ``cortex_group_placements_total`` when some of its
+    slots were never taken by a member. Returns how many such promises were pruned.
+    """
+    expired = 0
+    for group, unclaimed in groups.prune(now):
+        if unclaimed:
+            expired += 1
+            _count(metrics, group.service, "expired")
+    return expired

@@ -1,0 +1,181 @@
+"""Groups all or nothing on PostgreSQL: a gang's room promised whole at its first call, or none.
+
+The scheduler service runs in process with the shipped ``kvm-gpu-topology-aware``
+pipeline on a view of HGX H100 boards (8 GPUs each) and the session database's
+reservation store; each member of a Nova multi-create is its own call, one request id,
+as Nova makes them.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from prometheus_client import CollectorRegistry
+from sqlalchemy import delete, func, select
+
+from cortex import conf
+from cortex.db import models
+from cortex.pipeline.config import load_pipelines
+from cortex.scheduler.groups import count_expired, gang_of, group_store
+from cortex.scheduler.metrics import SchedulerMetrics
+from cortex.scheduler.service import RunOptions, SchedulerService, SchedulerSettings
+from cortex.store.reservations import ReservationStore
+from tests.fakes import ViewCache, nova, view
+from tests.gpu_fakes import board_topology, gpu_host
+
+PIPELINES = load_pipelines(conf.shipped_file("pipelines.yaml"))
+LIVE = RunOptions(pipeline="kvm-gpu-topology-aware")
+BOARD = "hgx-h100-8gpu"
+
+
+def busy_board(name):
+    """A board whose eight GPUs are all in use."""
+    full = board_topology(BOARD)
+    return gpu_host(name, topology=board_topology(BOARD, in_use=[g.pci_address
+                                                                 for g in full.gpus]))
+
+
+def fleet(free, busy=0):
+    """``free`` boards with every GPU free (``g00``...), ``busy`` with none (``b00``...)."""
+    return view(*(gpu_host(f"g{i:02d}") for i in range(free)),
+                *(busy_board(f"b{i:02d}") for i in range(busy)), service="nova")
+
+
+@pytest.fixture
+def store(engine):
+    """The session database's reservation store, its tables emptied before and after."""
+    def empty():
+        with engine.begin() as connection:
+            connection.execute(delete(models.InflightReservation))
+            connection.execute(delete(models.GroupPromise))
+    empty()
+    yield ReservationStore(engine)
+    empty()
+
+
+def service(current, store, ttl=300.0):
+    registry = CollectorRegistry()
+    return SchedulerService(PIPELINES, ViewCache(current),
+                            SchedulerSettings(reservation_ttl=ttl, request_time_budget=0),
+                            reservations=store, metrics=SchedulerMetrics(registry)), registry
+
+
+def member(hosts, index, request_id="req-gang", members=4, hints=None):
+    """Member ``index`` of a multi-create of ``members`` 8x H100 instances."""
+    return nova("gpu-8xh100-full-node", hosts=hosts, flavor={"root_gb": 0},
+                spec={"num_instances": members, "instance_uuid": f"{request_id}-i{index}",
+                      "scheduler_hints": hints or {}},
+                context={"request_id": request_id, "global_request_id": None})
+
+
+def counted(registry, outcome):
+    return registry.get_sample_value("cortex_group_placements_total",
+                                     {"service": "nova", "outcome": outcome}) or 0
+
+
+def stored(engine):
+    with engine.connect() as connection:
+        return (connection.execute(select(func.count()).select_from(
+                    models.InflightReservation)).scalar(),
+                connection.execute(select(func.count()).select_from(
+                    models.GroupPromise)).scalar())
+
+
+def test_a_multi_create_is_a_gang_and_a_lone_create_is_not():
+    gang = gang_of(member(["g00"], 0))
+    assert (gang.key, gang.members, gang.min_count) == ("request:req-gang", 4, 4)
+    assert gang_of(member(["g00"], 0, members=1)) is None
+    assert gang_of(member(["g00"], 0, hints={"min_count": ["2"]})).min_count == 2
+    assert gang_of(member(["g00"], 0, hints={"min_count": ["9"]})).min_count == 4
+
+
+def test_four_boards_asked_three_free_is_refused_at_the_first_call(store, engine):
+    current = fleet(free=3, busy=1)
+    hosts = list(current.hosts)
+    scheduler, registry = service(current, store)
+    decision = scheduler.schedule(member(hosts, 0), LIVE)
+    assert decision.result == ()
+    assert stored(engine) == (0, 0)
+    assert counted(registry, "refused_whole") == 1
+    step = decision.steps[-1]
+    assert step.name == "inflight_reservations" and "3 of 4 members fit" in step.detail
+
+
+def test_four_boards_free_the_four_calls_get_four_distinct_promised_boards(store, engine):
+    current = fleet(free=4, busy=2)
+    hosts = list(current.hosts)
+    scheduler, registry = service(current, store)
+    first = scheduler.schedule(member(hosts, 0), LIVE)
+    assert stored(engine) == (4, 1)  # every member's room at the first call
+    promised = group_store(store).find("request:req-gang", datetime.now(UTC))
+    assert promised.placed == 4 and len(set(promised.hosts)) == 4
+    assert set(promised.hosts) == {"g00", "g01", "g02", "g03"}
+    assert '"members": 4' in first.steps[-1].detail
+    answers = [first.result[0]] + [scheduler.schedule(member(hosts, i), LIVE).result[0]
+                                   for i in (1, 2, 3)]
+    assert answers == list(promised.hosts)
+    assert counted(registry, "placed") == 1
+    slots = group_store(store).slots(promised, datetime.now(UTC))
+    assert sorted(s.instance_uuid for s in slots) == [f"req-gang-i{i}" for i in range(4)]
+    assert stored(engine) == (4, 1)  # the members took their slots, nothing more
+
+
+def test_a_member_asking_again_gets_its_own_board(store):
+    current = fleet(free=4)
+    hosts = list(current.hosts)
+    scheduler, _ = service(current, store)
+    first = scheduler.schedule(member(hosts, 0), LIVE).result[0]
+    second = scheduler.schedule(member(hosts, 1), LIVE).result[0]
+    assert scheduler.schedule(member(hosts, 1), LIVE).result[0] == second != first
+
+
+def test_a_min_count_group_is_promised_with_the_members_that_fit(store, engine):
+    current = fleet(free=3, busy=1)
+    scheduler, registry = service(current, store)
+    decision = scheduler.schedule(member(list(current.hosts), 0,
+                                         hints={"min_count": ["3"]}), LIVE)
+    assert decision.result[0].startswith("g")
+    assert stored(engine) == (3, 1)
+    assert counted(registry, "placed") == 1
+
+
+def test_unclaimed_slots_expire_and_are_counted(store, engine):
+    current = fleet(free=4)
+    scheduler, registry = service(current, store, ttl=60)
+    scheduler.schedule(member(list(current.hosts), 0), LIVE)
+    later = datetime.now(UTC) + timedelta(seconds=120)
+    metrics = scheduler.metrics
+    assert count_expired(group_store(store), later, metrics) == 1
+    assert counted(registry, "expired") == 1
+    assert store.active(later) == []
+
+
+def test_fifty_concurrent_groups_for_room_that_holds_ten_never_over_promise(store, engine):
+    """Twenty boards: room for ten groups of two 8-GPU members; each worker has its own
+    view of no reservation, so only the locks keep them from promising a board twice."""
+    current = fleet(free=20)
+    hosts = list(current.hosts)
+    barrier = threading.Barrier(50)
+    answers, errors = [], []
+
+    def one(i):
+        scheduler, _ = service(current, store)
+        barrier.wait()
+        try:
+            answers.append(scheduler.schedule(member(hosts, 0, request_id=f"req-{i:02d}",
+                                                     members=2), LIVE).result)
+        except Exception as exc:  # noqa: BLE001 - the assert below names it
+            errors.append(exc)
+
+    workers = [threading.Thread(target=one, args=(i,)) for i in range(50)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert errors == []
+    placed = [a for a in answers if a]
+    assert len(placed) == 10 and len(answers) == 50
+    rows = store.active(datetime.now(UTC))
+    assert len(rows) == 20 and len({r.host for r in rows}) == 20  # one 8-GPU member a board
