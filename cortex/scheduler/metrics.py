@@ -65,6 +65,13 @@ class SchedulerMetrics:
             "(every member's room promised at the first call), refused_whole (fewer than "
             "min_count fit: nothing promised), expired (slots no member took).",
             ["service", "outcome"], registry=registry)
+        self.no_valid_host = Counter(
+            "cortex_scheduler_no_valid_host",
+            "Live calls answered with no host (Nova's NoValidHost), by cause: the filter "
+            "step that removed the last hosts, or commitments (other projects' committed "
+            "room), reservations (in-flight), unknown_hosts, no_candidates "
+            "(cortex.scheduler.refusals).", ["service", "pipeline", "cause"],
+            registry=registry)
         self.step_answers_dropped = Counter(
             "cortex_step_answers_dropped",
             "Host answers of pipeline steps a worker dropped to stay within [scheduler] "

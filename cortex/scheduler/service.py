@@ -49,6 +49,7 @@ from cortex.scheduler.groups import promise_group
 from cortex.scheduler.metrics import SchedulerMetrics
 from cortex.scheduler.promise import STEP as PROMISE_STEP
 from cortex.scheduler.promise import promise_first, promises
+from cortex.scheduler.refusals import count_refusal
 
 LOG = logging.getLogger(__name__)
 #: Seconds the database waits of one call may take when request_time_budget is 0.
@@ -480,6 +481,7 @@ class SchedulerService:
         metrics = self.metrics
         if metrics is None:
             return
+        count_refusal(metrics, decision, request, view, self.pipelines)
         pipeline = decision.pipeline or "none"
         for step in decision.steps:
             if step.status == "ran":
