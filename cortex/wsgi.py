@@ -36,9 +36,10 @@ def preload() -> None:
     from sqlalchemy.orm import configure_mappers
 
     from cortex import conf, log  # noqa: F401 - what _build imports
-    from cortex.api import app, warmup  # noqa: F401 - the app's modules, the warm-up's
+    from cortex.api import app  # noqa: F401 - the app's modules
     from cortex.api.schema import load_openapi
     from cortex.plugins.registry import load_in_tree
+    from cortex.services import warmup  # noqa: F401 - the warm-up's
 
     load_openapi()  # cached per process: the workers inherit the document
     load_in_tree()
@@ -51,10 +52,10 @@ def warm_up(started: float | None = None) -> None:
     ``started``: the worker's start, a :func:`time.monotonic` value (default: now);
     the warm-up ends ``[api] warm_up_timeout`` seconds after it. The app is warmed
     unless ``[api] warm_up`` is false. gunicorn's ``post_worker_init`` hook calls it
-    (:mod:`cortex.api.warmup`, :func:`cortex.api.warmup.serving_collector`).
+    (:mod:`cortex.services.warmup`, :func:`cortex.services.warmup.serving_collector`).
     """
-    from cortex.api.warmup import serving_collector
-    from cortex.api.warmup import warm_up as warm
+    from cortex.services.warmup import serving_collector
+    from cortex.services.warmup import warm_up as warm
 
     serving_collector()
     app = _build()

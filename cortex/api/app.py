@@ -16,7 +16,6 @@ from typing import Any
 
 from flask import Flask, Response, current_app, g, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST
-from sqlalchemy import Engine
 from werkzeug.exceptions import HTTPException
 
 import cortex
@@ -29,9 +28,6 @@ from cortex.api.freshness import (
     bound_database_waits,
     database_unavailable,
     end_database_waits,
-    healthcheck_detail,
-    knowledge_health,
-    sync_ages,
 )
 from cortex.api.guard import BodyGuard
 from cortex.api.metrics import (
@@ -47,7 +43,7 @@ from cortex.api.schema import RequestValidator, load_openapi
 from cortex.api.simulate import simulate
 from cortex.api.topology import post_topology, show_topology
 from cortex.conf import Config, ConfigError, shipped_file
-from cortex.db.engine import ConnectionLimits, make_engine
+from cortex.db.engine import ConnectionLimits, Engine, make_engine
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeCache
 from cortex.knowledge.network import MetadataKeys
@@ -57,9 +53,10 @@ from cortex.pipeline.explain import explain
 from cortex.request import PARSERS, NovaRequest
 from cortex.request.devices import CatalogError, DeviceCatalog
 from cortex.scheduler.service import SchedulerService, SchedulerSettings
+from cortex.services import forecasts as forecast_service
+from cortex.services.health import healthcheck_detail, knowledge_health, sync_ages
 from cortex.services.kubernetes import Extender
 from cortex.store.decisions import DecisionStore, DecisionWriter
-from cortex.store.demand import ForecastStore
 from cortex.store.reservations import ReservationStore
 from cortex.store.shapes import ShapeLog, ShapeStore
 
@@ -105,7 +102,7 @@ def healthcheck():
 
     503 exactly when the external endpoints answer 503 for want of knowledge (none
     loaded, or older than ``[database] max_knowledge_age``: see
-    :func:`cortex.api.freshness.knowledge_health`); 200 while they answer. Never waits
+    :func:`cortex.services.health.knowledge_health`); 200 while they answer. Never waits
     for the database longer than ``[database] check_timeout``. While the database is
     unreachable and the knowledge still young enough, ``X-Cortex-Degraded`` says so.
     ``?detail=1`` (per-source sync ages) needs the reader role: 401/403 otherwise.
@@ -118,7 +115,7 @@ def healthcheck():
     if request.method == "HEAD" and status == 200:
         response = Response(status=204)
     elif request.args.get("detail") and status == 200:
-        response = healthcheck_detail(services.engine, services.knowledge)
+        response = jsonify(healthcheck_detail(services.engine, services.knowledge))
     else:
         response = Response(text, status, mimetype="text/plain")
     if degraded:
@@ -275,7 +272,8 @@ def create_app(conf: Config, engine: Engine | None = None,
     app_metrics.add_scrape_collector(ReservationFeedCollector(reservations))
     app_metrics.add_scrape_collector(StepAnswersCollector(
         knowledge, conf.get("scheduler", "step_memo_size")))
-    app_metrics.add_scrape_collector(forecasts.ForecastCollector(ForecastStore(engine).latest))
+    app_metrics.add_scrape_collector(forecasts.ForecastCollector(
+        partial(forecast_service.stored, engine)))
     scheduler = SchedulerService(pipelines, knowledge, SchedulerSettings.from_conf(conf),
                                  reservations, writer, app_metrics.scheduler)
     app.extensions["cortex"] = Services(

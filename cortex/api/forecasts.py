@@ -2,8 +2,9 @@
 
 The API computes nothing here: the forecasts are fitted by cortex-sync's ``forecast``
 source (or ``cortex-manage forecast --store``) and kept in ``gpu_forecasts``
-(:class:`cortex.store.demand.ForecastStore`); this module serves them as JSON and as
-Prometheus gauges for alerting (``etc/cortex/prometheus-alerts.yaml``).
+(:class:`cortex.store.demand.ForecastStore`, read through :mod:`cortex.services.forecasts`);
+this module serves them as JSON and as Prometheus gauges for alerting
+(``etc/cortex/prometheus-alerts.yaml``).
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from typing import Any
 
 from flask import current_app, jsonify, request
 from prometheus_client.core import GaugeMetricFamily, Metric
-from sqlalchemy.exc import SQLAlchemyError
 
 from cortex.api.body import query_flag
 from cortex.api.errors import ApiError
-from cortex.store.demand import ForecastStore, without_series
+from cortex.services import forecasts
+from cortex.services.errors import DatabaseUnreachable
 
 LOG = logging.getLogger(__name__)
 def list_forecasts():
@@ -36,20 +37,16 @@ def list_forecasts():
     """
     raw = request.args.get("series", "").strip()
     series = query_flag("series", raw) if raw else False
-    try:
-        documents = ForecastStore(current_app.extensions["cortex"].engine).latest()
-    except SQLAlchemyError as exc:
-        raise ApiError(503, f"database unreachable: {type(exc).__name__}") from None
     model, family = request.args.get("model"), request.args.get("flavor_family")
-    if model is not None:
-        documents = [d for d in documents if d["model"] == model]
-    if family is not None:
-        documents = [d for d in documents if d.get("flavor_family") == (family or None)]
-    if "availability_zone" in request.args:
-        zone = request.args["availability_zone"] or None
-        documents = [d for d in documents if d["availability_zone"] == zone]
-    if not series:
-        documents = [without_series(d) for d in documents]
+    zone = request.args.get("availability_zone")
+    try:
+        documents = forecasts.select(
+            current_app.extensions["cortex"].engine,
+            model=forecasts.ANY if model is None else model,
+            family=forecasts.ANY if family is None else family or None,
+            zone=forecasts.ANY if zone is None else zone or None, series=series)
+    except DatabaseUnreachable as exc:
+        raise ApiError(503, f"database unreachable: {exc}") from None
     return jsonify(forecasts=documents)
 
 
@@ -65,7 +62,8 @@ class ForecastCollector:
     - ``cortex_gpu_forecast_timestamp_seconds``: when the forecasts were computed (an
       alert on its age finds a forecast source that stopped).
 
-    A database error keeps the last read (logged); nothing is exported before the
+    ``read``: :func:`cortex.services.forecasts.stored` of the engine. A database error
+    (DatabaseUnreachable) keeps the last read (logged); nothing is exported before the
     first forecast is stored.
     """
 
@@ -87,8 +85,8 @@ class ForecastCollector:
             try:
                 self._documents = self._read()
                 self._read_at = self._clock()
-            except SQLAlchemyError as exc:
-                LOG.warning("forecasts unreadable for the metrics: %s", type(exc).__name__)
+            except DatabaseUnreachable as exc:
+                LOG.warning("forecasts unreadable for the metrics: %s", exc)
         if not self._documents:
             return
         labels = ["model", "availability_zone"]

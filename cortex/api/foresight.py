@@ -16,14 +16,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import current_app, request, url_for
-from sqlalchemy.exc import SQLAlchemyError
 
 from cortex.api import ui
 from cortex.api.errors import ApiError
 from cortex.api.metrics import EnergySettings
 from cortex.knowledge.cache import KnowledgeUnavailable
 from cortex.knowledge.energy import zone_energy
-from cortex.store.demand import ForecastStore
+from cortex.services import forecasts
+from cortex.services.errors import DatabaseUnreachable
 
 #: Forecast charts drawn at most (the soonest exhaustions first).
 MAX_CHARTS = 24
@@ -113,9 +113,9 @@ def _context() -> dict[str, Any]:
     family = request.args.get("family", "").strip()
     refresh = ui._refresh()
     try:
-        documents = ForecastStore(services.engine).latest()
-    except SQLAlchemyError as exc:
-        raise ApiError(503, f"database unreachable: {type(exc).__name__}") from None
+        documents = forecasts.stored(services.engine)
+    except DatabaseUnreachable as exc:
+        raise ApiError(503, f"database unreachable: {exc}") from None
     models = sorted({d["model"] for d in documents if not d.get("flavor_family")})
     families = sorted({d["flavor_family"] for d in documents if d.get("flavor_family")})
     zones = sorted({d["availability_zone"] for d in documents if d["availability_zone"]})

@@ -5,13 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from flask import current_app, jsonify
-from sqlalchemy.exc import DataError, SQLAlchemyError
 
 from cortex.api.body import read_json_body
 from cortex.api.errors import ApiError
 from cortex.api.schema import name_error
-from cortex.knowledge.reports import read_reports
-from cortex.store.reports import TopologyError, store_report
+from cortex.services import reports
 
 MAX_HOST = 255
 
@@ -39,26 +37,20 @@ def post_topology(host: str):
     if body.get("host") not in (None, host):
         raise ApiError(400, f"the report is for host {body['host']!r}, not {host!r}")
     try:
-        with services.engine.begin() as connection:
-            stored = store_report(connection, host, body, datetime.now(UTC))
-    except TopologyError as exc:
+        stored = reports.store(services.engine, host, body, datetime.now(UTC))
+    except reports.TopologyError as exc:
         raise ApiError(400, str(exc)) from None
-    except DataError as exc:  # e.g. a count beyond the column's range: the report is bad
-        raise ApiError(400, f"the report holds a value that cannot be stored: "
-                            f"{str(exc.orig).splitlines()[0][:120]}") from None
-    except SQLAlchemyError as exc:
-        raise ApiError(503, f"database unreachable: {type(exc).__name__}") from None
+    except reports.DatabaseUnreachable as exc:
+        raise ApiError(503, f"database unreachable: {exc}") from None
     return jsonify(stored)
 
 
 def show_topology(host: str):
     """``GET /v1/topology/<host>``: the stored report with ``reported_at``; 404 if none."""
-    services = current_app.extensions["cortex"]
     try:
-        with services.engine.connect() as connection:
-            document = read_reports(connection, [host]).get(host)
-    except SQLAlchemyError as exc:
-        raise ApiError(503, f"database unreachable: {type(exc).__name__}") from None
+        document = reports.show(current_app.extensions["cortex"].engine, host)
+    except reports.DatabaseUnreachable as exc:
+        raise ApiError(503, f"database unreachable: {exc}") from None
     if document is None:
         raise ApiError(404, f"no topology report from host {host}")
     document["reported_at"] = document["reported_at"].isoformat()

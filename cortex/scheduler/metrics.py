@@ -85,7 +85,7 @@ class SchedulerMetrics:
         (Prometheus' advice for labels known in advance). A series is made on its first
         use; in gunicorn's multiprocess mode that writes every bucket of a histogram to
         the worker's metric file: ~320 values and several milliseconds in a fresh
-        worker's first GPU call, which the warm-up (:mod:`cortex.api.warmup`) spares it.
+        worker's first GPU call, which the warm-up (:mod:`cortex.services.warmup`) spares it.
         """
         for name in steps:
             self.step(pipeline, name)

@@ -7,7 +7,7 @@ so that two calls of one shape are answered from the same kept step answers
 :class:`ShapeLog` hands the call's body, without its ``hosts`` and ``weights``, to
 :class:`ShapeStore` on a background thread (the call does not wait); the store keeps
 the newest ``keep`` shapes in ``request_shapes``. A fresh worker replays the newest
-ones before it serves (:mod:`cortex.api.warmup`).
+ones before it serves (:mod:`cortex.services.warmup`).
 
 A shape's ``id`` is a digest of the key's ``repr``; keys holding sets may print their
 items in another order in another process, so two workers can store one shape twice:

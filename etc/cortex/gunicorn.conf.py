@@ -43,7 +43,7 @@ def post_fork(server, worker):
 
 def post_worker_init(worker):
     """Before the worker accepts a connection: load the knowledge view and warm its tables
-    for at most ``[api] warm_up_timeout`` seconds from its start (cortex.api.warmup;
+    for at most ``[api] warm_up_timeout`` seconds from its start (cortex.services.warmup;
     ``[api] warm_up = false`` skips it)."""
     from cortex.wsgi import warm_up
 

@@ -6,8 +6,8 @@ import pytest
 from sqlalchemy import text
 
 from cortex.api.app import create_app
-from cortex.api.warmup import SHAPES, warm_up
 from cortex.pipeline import memo
+from cortex.services.warmup import SHAPES, warm_up
 from cortex.store.shapes import ShapeStore
 from tests.api.conftest import make_conf, stop_app
 from tests.conftest import FIXTURES, demo_database, load_body

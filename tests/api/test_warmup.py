@@ -1,4 +1,4 @@
-"""A worker warms up before it serves (cortex.api.warmup)."""
+"""A worker warms up before it serves (cortex.services.warmup)."""
 
 import logging
 import time
@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import text
 
 from cortex.api.app import create_app
-from cortex.api.warmup import SHAPES, warm_up
 from cortex.scheduler.service import SchedulingFailed, simulation
+from cortex.services.warmup import SHAPES, warm_up
 from tests.api.conftest import make_conf
 from tests.conftest import FIXTURES, load_body
 from tests.waiting import ManualClock
@@ -87,7 +87,7 @@ def test_warm_up_without_a_database_leaves_it_to_the_first_call(caplog):
         "database.connection": "postgresql+psycopg://postgres@127.0.0.1:9/nowhere",
         "database.connect_timeout": 1}))
     try:
-        with caplog.at_level(logging.WARNING, "cortex.api.warmup"):
+        with caplog.at_level(logging.WARNING, "cortex.services.warmup"):
             warm_up(app)
         assert "knowledge unavailable" in caplog.text
     finally:
@@ -98,7 +98,7 @@ def test_warm_up_without_a_database_leaves_it_to_the_first_call(caplog):
 def test_a_serving_worker_collects_young_garbage_less_often(monkeypatch):
     import gc
 
-    from cortex.api.warmup import SERVING_THRESHOLDS, serving_collector
+    from cortex.services.warmup import SERVING_THRESHOLDS, serving_collector
 
     monkeypatch.setattr(gc, "set_threshold", lambda *t: seen.append(t))
     seen = []
@@ -131,7 +131,7 @@ def test_warm_up_stops_at_its_budget(engine, database_url, caplog):
     clock = ManualClock()
     app, asked = asking_app(engine, database_url, clock, each=4.0, timeout=10.0)
     try:
-        with caplog.at_level(logging.INFO, "cortex.api.warmup"):
+        with caplog.at_level(logging.INFO, "cortex.services.warmup"):
             warm_up(app, started=clock(), clock=clock)
         assert [r.gpu_count for r, _ in asked] == [s[0] for s in SHAPES[:3]]
         deadlines = [options.deadline for _, options in asked]
@@ -151,7 +151,7 @@ def test_warm_up_counts_from_the_workers_start(engine, database_url, caplog):
     clock = ManualClock()
     app, asked = asking_app(engine, database_url, clock, each=0.0, timeout=5.0)
     try:
-        with caplog.at_level(logging.WARNING, "cortex.api.warmup"):
+        with caplog.at_level(logging.WARNING, "cortex.services.warmup"):
             warm_up(app, started=clock() - 5.0, clock=clock)
         assert asked == []
         assert app.extensions["cortex"].knowledge.current is not None

@@ -63,3 +63,26 @@ def test_the_import_contracts_hold():
                             text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
+
+
+def test_handlers_are_held_to_parsing_calling_and_answering():
+    """The contract that keeps SQL, the simulator and the plugins out of ``cortex.api``.
+
+    ``test_the_import_contracts_hold`` fails when a handler module imports one of them;
+    this test fails when the contract itself is weakened or removed.
+    """
+    import configparser
+
+    setup = configparser.ConfigParser()
+    setup.read(REPO / "setup.cfg")
+    contract = setup["importlinter:contract:handlers"]
+    assert contract["type"] == "forbidden"
+    assert contract["source_modules"].split() == ["cortex.api"]
+    assert {"sqlalchemy", "cortex.simulator", "cortex.plugins"} <= set(
+        contract["forbidden_modules"].split())
+    shared = setup["importlinter:contract:shared"]
+    assert "cortex.log" in shared["source_modules"].split()
+    assert shared["forbidden_modules"].split() == ["flask"]
+    layers = setup["importlinter:contract:layers"]["layers"]
+    for module in ("conf", "log", "ids", "jsontext", "documents", "cli"):
+        assert f"cortex.{module}" in layers.replace("|", " ").split()
