@@ -40,9 +40,14 @@ class CommandError(Exception):
         self.code = code
 
 
-def parser(prog: str, description: str | None) -> argparse.ArgumentParser:
-    """An ArgumentParser for ``prog`` with the global ``--debug`` flag."""
-    result = argparse.ArgumentParser(prog=prog, description=description)
+def parser(prog: str, description: str | None, needs: str) -> argparse.ArgumentParser:
+    """An ArgumentParser for ``prog`` with the global ``--debug`` flag.
+
+    ``needs`` says which install extras the command needs (``--help`` ends with it):
+    every command states its own, so none is found by its error.
+    """
+    result = argparse.ArgumentParser(prog=prog, description=description,
+                                     epilog=f"Install: {needs}")
     result.add_argument("--debug", action="store_true",
                         help="show the traceback of an error instead of one line")
     return result

@@ -9,7 +9,7 @@
 #     by $CORTEX_TEST_DATABASE_URL;
 #   - the OpenStack Placement and Nova (differential suite) virtualenvs, cached under
 #     ~/.cache/cortex-test;
-#   - .venv with Cortex and its test extra.
+#   - .venv with Cortex and its test and docs extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,5 +42,5 @@ exports="$(python3 tests/real_servers.py prepare)"
 eval "$exports"
 
 python3 -m venv .venv
-.venv/bin/pip install -q -e '.[test]'
+.venv/bin/pip install -q -e '.[test,docs]'
 exec .venv/bin/pytest "$@"

@@ -30,7 +30,19 @@ TOKEN_ENV = "CORTEX_AGENT_TOKEN"
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line; ``--print`` or ``--report`` is required."""
-    parser = command_parser("cortex-agent", __doc__.split("\n\n")[0])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.print_ and not args.report:
+        parser.error("nothing to do: give --print and/or --report URL")
+    return args
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of cortex-agent."""
+    parser = command_parser(
+        "cortex-agent", __doc__.split("\n\n")[0],
+        needs="the agent extra (pip install 'cortex-scheduler[agent]', NVIDIA's NVML "
+              "bindings); without it the report says so and carries no GPUs.")
     parser.add_argument("--once", action="store_true", help="collect once and exit")
     parser.add_argument("--print", dest="print_", action="store_true",
                         help="print the report as JSON on stdout")
@@ -45,10 +57,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--proc-root", default="/proc", help="procfs mount point")
     parser.add_argument("--nova-config", default="/etc/nova/nova.conf",
                         help="Nova's configuration (CPU sets, reserved huge pages)")
-    args = parser.parse_args(argv)
-    if not args.print_ and not args.report:
-        parser.error("nothing to do: give --print and/or --report URL")
-    return args
+    return parser
 
 
 def read_token(token_file: str | None, environ: dict[str, str] | None = None) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import logging
 import socket
@@ -87,15 +88,24 @@ def main(argv: list[str] | None = None) -> int:
     Errors are one line on stderr: 2 for configuration and fleet errors, 1 for a port
     that is taken, a database that fails, or anything else (cortex.cli.run).
     """
-    args_parser = parser("cortex-api", __doc__)
+    args = build_parser().parse_args(argv)
+    return run("cortex-api", args, lambda conf: serve(conf, args), expected=(FleetError,))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of cortex-api."""
+    args_parser = parser(
+        "cortex-api", __doc__,
+        needs="the base package (pip install cortex-scheduler). Optional extras: keystone "
+              "for [api] auth_strategy = keystone, forecast for the demo's GPU forecasts, "
+              "fast for faster decision records.")
     args_parser.add_argument("--config-file", help="cortex.conf (default: $CORTEX_CONFIG_FILE)")
     args_parser.add_argument("--demo", action="store_true",
                              help="load the bundled demo fleet (etc/cortex/demo-fleet.yaml) "
                                   "first and serve without authentication")
     args_parser.add_argument("--host", help="bind address (default: [api] host)")
     args_parser.add_argument("--port", type=int, help="bind port (default: [api] port)")
-    args = args_parser.parse_args(argv)
-    return run("cortex-api", args, lambda conf: serve(conf, args), expected=(FleetError,))
+    return args_parser
 
 
 if __name__ == "__main__":

@@ -30,7 +30,11 @@ COLUMNS = ("instance_uuid", "source", "target", "kind", "state", "detector", "re
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line (see the module doc)."""
-    args_parser = parser("cortex-descheduler", __doc__.split("\n\n")[0])
+    args_parser = parser(
+        "cortex-descheduler", __doc__.split("\n\n")[0],
+        needs="the base package (pip install cortex-scheduler); making moves (--execute, "
+              "or [descheduler] dry_run = false) needs the sync extra "
+              "(pip install 'cortex-scheduler[sync]').")
     args_parser.add_argument("--config-file", help="cortex.conf (default: $CORTEX_CONFIG_FILE)")
     args_parser.add_argument("--once", action="store_true",
                              help="run one pass, print its moves and exit")

@@ -450,7 +450,12 @@ def simulate(conf: config.Config, args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
-    result = parser("cortex-manage", __doc__)
+    result = parser(
+        "cortex-manage", __doc__,
+        needs="the base package (pip install cortex-scheduler); forecast and demand "
+              "generate need the forecast extra, sync the sync extra, simulate with --plot "
+              "or with --seeds N and --format json the simulate extra; each sub-command's "
+              "--help says so.")
     result.add_argument("--config-file", help="cortex.conf (default: $CORTEX_CONFIG_FILE)")
     sub = result.add_subparsers(dest="command", required=True)
     db = sub.add_parser("db", help="schema migrations").add_subparsers(dest="action",
@@ -483,7 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--limit", type=int, default=10)
     add_format(listing)
     listing.set_defaults(func=decisions_list)
-    sync = sub.add_parser("sync", help="sync sources from OpenStack and Prometheus")
+    text = "sync sources from OpenStack and Prometheus (needs the sync extra)"
+    sync = sub.add_parser("sync", help=text, description=text)
     sync.add_argument("--once", action="store_true", help="run each source once and exit")
     sync.add_argument("--source", action="append", metavar="NAME",
                       choices=config.SYNC_SOURCES,
@@ -549,7 +555,8 @@ def _network_parsers(sub) -> None:
 
 def _simulate_parser(sub) -> None:
     """The ``simulate`` sub-command's arguments."""
-    ahead = sub.add_parser("forecast", help="GPU demand forecasts and days to exhaustion")
+    text = "GPU demand forecasts and days to exhaustion (needs the forecast extra)"
+    ahead = sub.add_parser("forecast", help=text, description=text)
     ahead.add_argument("--horizon", type=horizon, default=None,
                        help="how far ahead: 36h, 14d, 2w (default [forecast] horizon_days)")
     ahead.add_argument("--store", action="store_true",
@@ -560,11 +567,14 @@ def _simulate_parser(sub) -> None:
     ahead.set_defaults(func=forecast)
     demand = sub.add_parser("demand", help="recorded GPU demand").add_subparsers(
         dest="action", required=True)
-    made = demand.add_parser("generate", help="write synthetic demand (demo and tests only)")
+    text = "write synthetic demand, demo and tests only (needs the forecast extra)"
+    made = demand.add_parser("generate", help=text, description=text)
     made.add_argument("--days", type=float, default=90.0)
     made.add_argument("--seed", type=int, default=0)
     made.set_defaults(func=demand_generate)
-    sim = sub.add_parser("simulate", help="replay a GPU trace through pipelines (no database)")
+    text = ("replay a GPU trace through pipelines, no database (--plot, and --seeds with "
+            "--format json, need the simulate extra)")
+    sim = sub.add_parser("simulate", help=text, description=text)
     sim.add_argument("--fleet", action="append", required=True, metavar="FLEET",
                      help="fleet file, Alibaba node CSV, or shipped fleet (hgx, mixed); "
                           "repeatable")

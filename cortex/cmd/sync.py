@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import signal
 import sys
@@ -75,10 +76,18 @@ def run_once(conf: config.Config, names: tuple[str, ...] | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the sync loop until SIGTERM/SIGINT; errors are one line (configuration: exit 2)."""
-    args_parser = parser("cortex-sync", __doc__)
-    args_parser.add_argument("--config-file", help="cortex.conf (default: $CORTEX_CONFIG_FILE)")
-    args = args_parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     return run("cortex-sync", args, serve)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of cortex-sync."""
+    args_parser = parser(
+        "cortex-sync", __doc__,
+        needs="the sync extra (pip install 'cortex-scheduler[sync]'); the forecast source "
+              "also the forecast extra.")
+    args_parser.add_argument("--config-file", help="cortex.conf (default: $CORTEX_CONFIG_FILE)")
+    return args_parser
 
 
 def serve(conf: config.Config) -> int:

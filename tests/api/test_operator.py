@@ -324,9 +324,9 @@ def test_multi_gpu_placements_count_nvlink_when_the_host_reports_topology(app, c
                if s.name.endswith("_total")) == 1.0
 
 
-def test_readme_simulate_commands_work(client, app):
-    readme = (REPO / "README.md").read_text()
-    urls = re.findall(r"http://127\.0\.0\.1:8080(/v1/scheduler/nova/simulate[^' \n]*)", readme)
+def test_documented_simulate_commands_work(client, app):
+    page = (REPO / "docs" / "scheduler" / "explain.md").read_text()
+    urls = re.findall(r"http://127\.0\.0\.1:8080(/v1/scheduler/nova/simulate[^' \n]*)", page)
     assert len(urls) == 2
     body = load_body(GPU_BODY)
     for url in urls:

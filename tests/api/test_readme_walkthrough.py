@@ -1,9 +1,10 @@
 """The README's walkthrough, run: its samples are the real output of its own commands.
 
-Every ``sh`` block of the README that shows output after a ``curl`` posting a bundled
-body to an external endpoint, or after ``cortex-manage decisions list|explain``, is
-replayed on the demo fleet (as ``cortex-api --demo`` serves it) in the README's order,
-and its output compared line by line. Only times and decision ids differ from run to run.
+Every ``sh`` block of the README, then of the docs pages that go on from it
+(:data:`PAGES`), that shows output after a ``curl`` posting a bundled body to a
+scheduler endpoint, or after ``cortex-manage decisions list|explain``, is replayed on the
+demo fleet (as ``cortex-api --demo`` serves it) in that order, and its output compared
+line by line. Only times and decision ids differ from run to run.
 """
 
 import json
@@ -17,6 +18,8 @@ from cortex.cmd import manage
 from tests.api.conftest import make_conf
 from tests.conftest import REPO, demo_sqlite
 
+#: The pages whose samples run on one demo database, in this order.
+PAGES = ("README.md", "docs/scheduler/explain.md")
 VOLATILE = [(re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?"), "<time>"),
             (re.compile(r"^Decision [0-9a-f-]{36}"), "Decision <id>")]
 
@@ -31,9 +34,10 @@ def normalise(text: str) -> list[str]:
 
 
 def samples() -> list[tuple[list[str], list[str]]]:
-    """(command argv, expected output lines) of every replayable block, in README order."""
+    """(command argv, expected output lines) of every replayable block, in page order."""
     found = []
-    for block in re.findall(r"```sh\n(.*?)```", (REPO / "README.md").read_text(), re.S):
+    text = "\n".join((REPO / page).read_text() for page in PAGES)
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
         lines = block.rstrip("\n").splitlines()
         command = []
         while lines:

@@ -211,8 +211,8 @@ CASES = [
      make_topology([cell(0, memory_usage=16000, pages={2048: (4096, 0)})]),
      request(memory=4096, specs={"hw:cpu_policy": "dedicated", "hw:mem_page_size": "2MB"}),
      None),
-    # Order-dependent in Nova (the one allowed difference, README "How exactly we agree
-    # with Nova"): _numa_fit_instance_cell writes the page size it chose on cell 0 (1 GiB)
+    # Order-dependent in Nova (the one allowed difference, docs/scheduler/topology.md,
+    # "How exactly we agree with Nova"): _numa_fit_instance_cell writes the page size it chose on cell 0 (1 GiB)
     # into the guest cell before cell 0 fails on CPUs, so Nova then asks cell 1 for 1 GiB
     # pages it lacks and refuses the host; cell 1 holds the guest in small pages, and
     # Cortex, order-independent, keeps the host. Nova's filter removed it before the call.
