@@ -454,7 +454,7 @@ def first_calls(port: int, bodies: dict[str, bytes], requests: int
     The last is the median of five warm calls each made after 0.5 s without a call: a
     fresh worker's first call also comes after its worker sat idle, and this 2-vCPU
     machine runs the same work 2-4x slower after a few idle milliseconds than back to
-    back, whatever the code (README, issue 19's eleventh pass).
+    back, whatever the code.
     """
     (_, first), (_, second) = list(bodies.items())[:2]
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)

@@ -1,4 +1,4 @@
-"""What Cortex's device prediction is worth, and what its errors cost (issue 20).
+"""What Cortex's device prediction is worth, and what its errors cost.
 
 Run: .venv/bin/python bench/prediction_errors.py [--seeds 5] [--requests 2000]
 

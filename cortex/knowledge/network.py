@@ -2,7 +2,7 @@
 
 A host's network location is a path of domains from the top down: its ``spine``, its
 ``leaf`` (the top-of-rack switch, a rack) and optionally a ``block`` (an NVLink/NVL
-domain spanning hosts). Sources, first match wins per host (issue #9):
+domain spanning hosts). Sources, first match wins per host:
 
 1. host aggregate metadata: an aggregate whose metadata has the leaf key
    (``topology:leaf`` by default; ``topology:spine``, ``topology:block`` and

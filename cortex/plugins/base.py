@@ -257,7 +257,7 @@ class MoveCandidate:
 class Detector:
     """Finds instances worth moving: implement ``detect``.
 
-    The descheduler's plugin kind (issue 21), registered as filters and weighers are
+    The descheduler's plugin kind, registered as filters and weighers are
     (``@register``, or the ``cortex.detectors`` entry-point group). A detector reads
     the knowledge view only, as filters do; where an instance could go is the
     pipelines' answer, never the detector's. ``Options`` is its options dataclass.

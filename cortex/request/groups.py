@@ -1,6 +1,6 @@
 """Group placement wishes of a Nova request: which calls belong together and how to place them.
 
-Requests belong together (issue #9) when Nova creates several instances at once
+Requests belong together when Nova creates several instances at once
 (``num_instances > 1``: it calls once per instance, with one request id), when the
 instance is in a server group (the group's ``hosts`` grows as members are placed), or
 when the scheduler hint ``group_size`` names the size. Scheduler hints (Nova passes

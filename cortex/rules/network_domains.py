@@ -1,6 +1,6 @@
 """Choice of a network domain for a group of instances: the rule, the candidates, the score.
 
-The rule of the reference topology-aware scheduler (issue #9): a consolidated group of
+The rule of the reference topology-aware scheduler: a consolidated group of
 2 nodes shares a leaf; 4 nodes fill one leaf; 8 nodes take two adjacent leaves; 16
 nodes four adjacent leaves; sizes in between round up. With ``hosts_per_leaf`` nodes
 a leaf (4 in the reference), the group needs ``ceil(size / hosts_per_leaf)`` leaves,

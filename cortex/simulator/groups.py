@@ -9,7 +9,7 @@ in-flight reservations exactly as the API's (promised in an in-memory store at t
 group's simulated arrival time), then nova-compute claims the first host that takes it
 (alternates as in :mod:`cortex.simulator.replay`). A group leaves as a whole at its departure.
 
-The measure (issue #9): the share of fully placed groups whose members sit within
+The measure: the share of fully placed groups whose members sit within
 their rule's domain: at most ``leaves_needed(size)`` leaves, connected by adjacency.
 """
 

@@ -34,9 +34,10 @@ def store_topology(connection: Connection, document: Mapping[str, Any]) -> dict[
 
     One transaction (the caller's); bumps the knowledge version. Returns the counts
     written: ``{"spines": n, "leaves": n, "hosts": n}``. The file comes before Prometheus
-    (issue #9), so Prometheus rows give way: its locations of hosts the file lists and
-    its domains the file names are deleted; its other locations stay, those on a leaf
-    the file (re)defines pointing at the file's leaf. The next prometheus sync agrees.
+    (:mod:`cortex.knowledge.network`), so Prometheus rows give way: its locations of
+    hosts the file lists and its domains the file names are deleted; its other locations
+    stay, those on a leaf the file (re)defines pointing at the file's leaf. The next
+    prometheus sync agrees.
     """
     now = datetime.now(UTC)
     location = models.NetworkLocation.__table__

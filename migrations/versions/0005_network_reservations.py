@@ -1,4 +1,4 @@
-"""Network topology domains and in-flight reservations (issue #9).
+"""Network topology domains and in-flight reservations.
 
 ``network_domains`` and ``network_locations`` hold the topology file (leaves, spines,
 adjacency, uplink bandwidth, hosts per leaf); ``inflight_reservations`` holds what

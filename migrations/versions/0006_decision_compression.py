@@ -1,4 +1,4 @@
-"""Compress decision records with LZ4 where the PostgreSQL server has it (issue #8).
+"""Compress decision records with LZ4 where the PostgreSQL server has it.
 
 A decision record is stored out of line (TOAST) and compressed. PostgreSQL's default
 method, pglz, took about 10 ms of server time per 300 kB record of a 1,000-host call

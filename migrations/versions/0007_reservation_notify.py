@@ -1,4 +1,4 @@
-"""Announce every change of in-flight reservations on a NOTIFY channel (issue #8).
+"""Announce every change of in-flight reservations on a NOTIFY channel.
 
 Every API worker keeps the unexpired reservations in memory
 (:mod:`cortex.knowledge.reservation_feed`) instead of reading them on every Nova call.

@@ -1,4 +1,4 @@
-"""Committed reservations: capacity promised to a project for a period (issue #21).
+"""Committed reservations: capacity promised to a project for a period.
 
 ``commitments`` holds what was promised (project, zone, instance shape, count, period);
 ``commitment_holds`` the room each committed instance got on a host when the

@@ -1,4 +1,4 @@
-"""The descheduler (issue 21): which instance holds a GPU or a hold, and the moves made.
+"""The descheduler: which instance holds a GPU or a hold, and the moves made.
 
 ``gpus.instance_uuid`` names the Nova instance holding a GPU passed through (the
 agent's report, a fleet file); ``commitment_holds.instance_uuid`` the owner's instance

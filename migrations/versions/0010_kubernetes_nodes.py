@@ -1,4 +1,4 @@
-"""Kubernetes nodes' labels (issue 22), as kube-scheduler's extender calls send them.
+"""Kubernetes nodes' labels, as kube-scheduler's extender calls send them.
 
 ``kubernetes_nodes`` keeps the labels of each node the extender was sent as a Node
 object; the view gives a node its zone (``topology.kubernetes.io/zone``) and labels.

@@ -1,4 +1,4 @@
-"""GPU demand and its forecasts (issue 23).
+"""GPU demand and its forecasts.
 
 ``gpu_demand`` keeps one row per live scheduling decision that asked for GPUs (whole
 GPUs or vGPUs): when, which GPU model, flavor and availability zone, how many, placed

@@ -1,4 +1,4 @@
-"""GPU power draw from the agents' reports (issue 23).
+"""GPU power draw from the agents' reports.
 
 ``gpus.power_watts`` holds what NVML said a GPU drew when its host's cortex-agent
 collected the report (``nvmlDeviceGetPowerUsage``, in watts); null when NVML could not

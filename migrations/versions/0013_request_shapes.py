@@ -1,4 +1,4 @@
-"""Request shapes a fresh worker warms with (issue 19).
+"""Request shapes a fresh worker warms with.
 
 ``request_shapes`` keeps the bodies of the request shapes live calls brought (the
 scheduler's own notion of a shape: what its steps' kept answers depend on), without

@@ -1,4 +1,4 @@
-"""Decision records as ``json``, not ``jsonb``, on PostgreSQL (issue 19).
+"""Decision records as ``json``, not ``jsonb``, on PostgreSQL.
 
 A decision record is written whole by the decision writer and read whole by the
 decision API; nothing queries inside it. ``jsonb`` converts every record into its

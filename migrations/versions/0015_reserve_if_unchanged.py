@@ -1,4 +1,4 @@
-"""The promise of an unchanged host as one PostgreSQL function (issue 19).
+"""The promise of an unchanged host as one PostgreSQL function.
 
 ``cortex_reserve_if_unchanged`` writes a Nova create's reservation on its host only if
 the host's other unexpired reservations are the ones the call counted

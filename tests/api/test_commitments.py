@@ -1,6 +1,6 @@
 """Committed reservations over HTTP on the demo fleet: placed, honoured, listed, deleted.
 
-The operator's story of issue 21 on the demo fleet's az-1 H100 hosts that no tenant
+The operator's story on the demo fleet's az-1 H100 hosts that no tenant
 isolation keeps for project ``p...`` (cmp0010 with 2 free GPUs, cmp0011 with 6): 8
 H100 committed to one project as four 2-GPU instances; another project's 2-GPU
 request is steered off that room, the owner's lands in it; deleting the commitment

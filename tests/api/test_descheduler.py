@@ -1,4 +1,4 @@
-"""cortex-descheduler (issue 21): detectors, targets by the pipelines, cycle breaker, Nova moves.
+"""cortex-descheduler: detectors, targets by the pipelines, cycle breaker, Nova moves.
 
 On the demo fleet: cmp0011's one 2xH100 VM alone keeps the HGX board's 8-GPU NVLink
 cell from being free, so ``detector_gpu_island`` finds it and the pipeline sends it to

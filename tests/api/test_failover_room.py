@@ -1,4 +1,4 @@
-"""Failover room (issue 21): one H100 host's worth per zone kept for evacuations only.
+"""Failover room: one H100 host's worth per zone kept for evacuations only.
 
 On the demo fleet through ``/v1/scheduler/nova/simulate`` with the shipped GPU
 pipeline's ``filter_failover_room`` turned on by an option override (``hosts: 1``):

@@ -1,4 +1,4 @@
-"""Through the API: the six ways Cortex disagreed with upstream Nova 34 (issue 16), each fixed.
+"""Through the API: the six ways Cortex disagreed with upstream Nova 34, each fixed.
 
 Each test posts Nova-shaped bodies to ``/scheduler/nova/external`` of an app whose fleet
 holds hosts built for the case (tests/differential/fleet_app.py) and checks which hosts

@@ -4,7 +4,7 @@ What the pipelines decide for each body of ``tests/fixtures/{nova,cinder,manila}
 the demo fleet: the pipeline chosen, the answer, every step's status, reason and
 removals, each weigher's multiplier and raw value per host, and the final weights.
 Recorded in ``tests/fixtures/decisions/demo-fleet.json`` so that a change meant to
-move code without changing behaviour (the structure work of issue 18) can be shown
+move code without changing behaviour can be shown
 to change nothing. After a change that is meant to change decisions, record anew with
 ``CORTEX_RECORD_DECISIONS=1 pytest tests/api/test_recorded_decisions.py`` (the run
 then fails once, so the new file is reviewed as a diff, never taken silently).

@@ -1,4 +1,4 @@
-"""Committed holds follow their instances (issue 21), through the nova sync and the fake Nova.
+"""Committed holds follow their instances, through the nova sync and the fake Nova.
 
 A commitment of two instances holds room on cmp0000, where the owner already ran one
 VM. The owner boots a VM there: the sync binds it to a hold. Nova live-migrates it to

@@ -1,4 +1,4 @@
-"""Network locations from Prometheus labels, against a real Prometheus (issue #9's third source).
+"""Network locations from Prometheus labels, against a real Prometheus (the third location source).
 
 The series look like an LLDP exporter's neighbour metric relabelled with the fabric's
 names: one series per host NIC, the host in ``instance`` (with a port, FQDN or short

@@ -441,7 +441,7 @@ def test_within_rule_needs_few_enough_connected_leaves():
     assert not run.within_rule(Group("g", 4, 8, 0.0, 1.0), frozenset({"a", "b"}))
 
 
-# -- over seeds, machine-readable (issue 20) --------------------------------------------------
+# -- over seeds, machine-readable -------------------------------------------------------------
 
 def test_unallocated_gpus_as_the_arrived_workload_grows(micro):
     """Weng et al.'s measure on the micro trace: 8 passthrough GPUs, 2+2+2+1+2 arriving."""

@@ -1,4 +1,4 @@
-"""The descheduler in the simulator (issue 21): whole NVLink cells won back after churn.
+"""The descheduler in the simulator: whole NVLink cells won back after churn.
 
 The shipped ``mixed`` fleet, a synthetic timeline (seed 2, load 0.9) replayed through
 ``kvm-gpu-topology-aware`` up to its 1,200th arrival: one HGX board is held by a single

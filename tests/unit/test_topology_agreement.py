@@ -212,9 +212,10 @@ CASES = [
      request(memory=4096, specs={"hw:cpu_policy": "dedicated", "hw:mem_page_size": "2MB"}),
      None),
     # Order-dependent in Nova (the one allowed difference, docs/scheduler/topology.md,
-    # "How exactly we agree with Nova"): _numa_fit_instance_cell writes the page size it chose on cell 0 (1 GiB)
-    # into the guest cell before cell 0 fails on CPUs, so Nova then asks cell 1 for 1 GiB
-    # pages it lacks and refuses the host; cell 1 holds the guest in small pages, and
+    # "How exactly we agree with Nova"): _numa_fit_instance_cell writes the page size it
+    # chose on cell 0 (1 GiB) into the guest cell before cell 0 fails on CPUs, so Nova
+    # then asks cell 1 for 1 GiB pages it lacks and refuses the host; cell 1 holds the
+    # guest in small pages, and
     # Cortex, order-independent, keeps the host. Nova's filter removed it before the call.
     ("order-dependent-page-size-written-back-by-a-failed-cell",
      make_topology([cell(0, cores=1, smt=False, mode="shared", cpu_usage=4,

@@ -1,6 +1,6 @@
 """weigher_network_domain: prefer the hosts of the network domain chosen for the group.
 
-Issue #9's soft preference, on the domain chosen by the reference topology-aware
+The soft preference of group placement, on the domain chosen by the reference topology-aware
 scheduler's rules (:mod:`cortex.rules.network_domains`). Raw weight for a
 ``consolidated`` group: 1 for a host in the chosen leaves, 0.5 in a leaf adjacent to
 them, 0 elsewhere or without a known location; ``balanced`` (the default) halves
