@@ -19,7 +19,9 @@ the Placement provider trees:
 Host facts per compute node (:func:`node_facts`), the shape the knowledge view's
 HostState reads (revision 0004's ``compute_nodes`` columns): ``features`` (the
 host's Prometheus features by name, e.g. ``cpu.busy``), ``cpu_features``
-(``cpu_info.features`` of the hypervisor), ``instances`` (``[{uuid, project_id,
+(``cpu_info.features`` of the hypervisor; the whole ``cpu_info`` and ``host_ip`` are
+kept as the hypervisor API gives them, ``supported_instances`` left NULL: the API does
+not show them), ``instances`` (``[{uuid, project_id,
 vm_state, task_state}]`` of the servers on the node) and ``migrations`` (the
 in-progress migrations into or out of the host, ``resources`` empty: Nova since
 Queens holds every migration's claim in Placement, on the migration record as
@@ -146,6 +148,7 @@ def _node_row(hypervisor, trees, traits) -> dict[str, Any]:
         "enabled": hypervisor["status"] == "enabled",
         "up": hypervisor["state"] == "up" and not hypervisor["forced_down"],
         "disabled_reason": hypervisor["disabled_reason"], "traits": tree_traits,
+        "cpu_info": dict(hypervisor["cpu_info"] or {}), "host_ip": hypervisor["host_ip"],
     }
 
 

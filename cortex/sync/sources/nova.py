@@ -144,6 +144,7 @@ def _hypervisor_row(hypervisor: dict[str, Any], service: dict[str, Any]) -> dict
         "cpu_arch": cpu_info.get("arch") if isinstance(cpu_info, dict) else None,
         "cpu_features": sorted(cpu_info.get("features") or ()) if isinstance(
             cpu_info, dict) else [],
+        "cpu_info": cpu_info if isinstance(cpu_info, dict) else {},
     }
 
 
