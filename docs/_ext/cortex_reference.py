@@ -12,7 +12,8 @@ Markdown generated from the code, so the references cannot go stale:
   from their argument parsers (each exposes ``build_parser()``);
 - ``extras``: the install extras of ``setup.cfg`` and the packages each brings;
 - ``plugins``: every filter, weigher and descheduler detector of the registry, from its
-  module docstring, with its options.
+  module docstring, with its options;
+- ``alerts``, ``grafana``: the shipped Prometheus rules and Grafana dashboard's panels.
 """
 
 from __future__ import annotations
@@ -284,7 +285,35 @@ def plugins_reference() -> str:
     return "\n".join(out) + "\n"
 
 
-GENERATORS = {"config": config_reference, "environment": environment_reference,
+# --- observability ------------------------------------------------------------------
+
+def alerts_reference() -> str:
+    rules = yaml.safe_load((REPO / "etc" / "cortex" / "prometheus-alerts.yaml").read_text())
+    out = ["| alert | severity | for | expression | description |", "|---|---|---|---|---|"]
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            if "alert" not in rule:
+                continue
+            notes = rule.get("annotations", {})
+            out.append(f"| {code(rule['alert'])} | {rule.get('labels', {}).get('severity', '')} "
+                       f"| {rule.get('for', '')} | {code(' '.join(rule['expr'].split()))} "
+                       f"| {cell(notes.get('description', notes.get('summary', '')))} |")
+    return "\n".join(out) + "\n"
+
+
+def grafana_reference() -> str:
+    board = json.loads((REPO / "etc" / "cortex" / "grafana-dashboard.json").read_text())
+    out = [f"The dashboard \"{cell(board.get('title', ''))}\", row by row:", ""]
+    for panel in board["panels"]:
+        if panel.get("type") == "row":
+            out += ["", f"- **{cell(panel.get('title', ''))}**"]
+        else:
+            out.append(f"  - {cell(panel.get('title', ''))}")
+    return "\n".join(out) + "\n"
+
+
+GENERATORS = {"alerts": alerts_reference, "grafana": grafana_reference,
+              "config": config_reference, "environment": environment_reference,
               "api": api_reference, "cli": cli_reference, "extras": extras_reference,
               "plugins": plugins_reference}
 
