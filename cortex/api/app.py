@@ -19,8 +19,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from werkzeug.exceptions import HTTPException
 
 import cortex
-from cortex import log
-from cortex.api import commitments, forecasts, foresight, kubernetes, ui
+from cortex import dashboard, log
+from cortex.api import commitments, forecasts, kubernetes
 from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
 from cortex.api.freshness import (
@@ -169,7 +169,8 @@ def show_explanation(decision_id: str):
     return jsonify(explain(decision))
 
 
-#: path -> {method: (handler, policy)}; policies in cortex.api.auth.POLICIES.
+#: path -> {method: (handler, policy)}; policies in cortex.api.auth.POLICIES. The
+#: dashboard's are :data:`cortex.dashboard.ROUTES`.
 ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
     "/": {"GET": (version_document, "public")},
     "/healthcheck": {"GET": (healthcheck, "public"), "HEAD": (healthcheck, "public")},
@@ -195,20 +196,6 @@ ROUTES: dict[str, dict[str, tuple[Any, str]]] = {
     "/v1/scheduler/nova/simulate": {"POST": (partial(simulate, "nova"), "reader")},
     "/v1/scheduler/cinder/simulate": {"POST": (partial(simulate, "cinder"), "reader")},
     "/v1/scheduler/manila/simulate": {"POST": (partial(simulate, "manila"), "reader")},
-    "/ui": {"GET": (ui.fleet, "reader")},
-    "/ui/": {"GET": (ui.to_fleet, "public")},
-    "/ui/hosts/<host>": {"GET": (ui.host_page, "reader")},
-    "/ui/decisions": {"GET": (ui.decisions_page, "reader")},
-    "/ui/decisions/<decision_id>": {"GET": (ui.decision_page, "reader")},
-    "/ui/pipelines": {"GET": (ui.pipelines_page, "reader")},
-    "/ui/descheduler": {"GET": (ui.descheduler_page, "reader")},
-    "/ui/timeline": {"GET": (ui.timeline_page, "reader")},
-    "/ui/timeline/panel": {"GET": (ui.timeline_panel, "reader")},
-    "/ui/gpus": {"GET": (ui.gpus_page, "reader")},
-    "/ui/gpus/panel": {"GET": (ui.gpus_panel, "reader")},
-    "/ui/forecasts": {"GET": (foresight.forecasts_page, "reader")},
-    "/ui/forecasts/panel": {"GET": (foresight.forecasts_panel, "reader")},
-    "/ui/static/<path:name>": {"GET": (ui.static_file, "public")},
 }
 
 
@@ -222,37 +209,64 @@ def _dispatch(handlers: dict[str, tuple[Any, str]], **kwargs):
 
 def create_app(conf: Config, engine: Engine | None = None,
                pipelines: PipelineSet | None = None) -> Flask:
-    """Build the Flask app for ``conf``.
+    """Build the Flask app for ``conf``: its services, the API's and the dashboard's routes.
 
     ``engine`` and ``pipelines`` may be passed in (tests, tools); otherwise they come
     from ``[database] connection`` and ``[scheduler] pipelines_file``. Raises
     PipelineConfigError or ConfigError at startup for bad configuration (including
     bad static tokens or a missing keystone extra).
     """
-    app = Flask("cortex", template_folder="api/templates", static_folder=None)
+    app = Flask("cortex", template_folder="dashboard/templates", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = conf.get("api", "max_body_bytes")
     app.json.sort_keys = False
-    app.add_template_filter(ui.quantity)
+    app.add_template_filter(dashboard.quantity)
     limits = ConnectionLimits.from_conf(conf)
     engine = engine or make_engine(conf.database_url,
                                    connect_timeout=conf.get("database", "connect_timeout"),
                                    limits=limits)
     pipelines = pipelines or load_pipelines(
         conf.get("scheduler", "pipelines_file") or shipped_file("pipelines.yaml"))
-    authorizer = Authorizer(conf)
+    services = app.extensions["cortex"] = _services(conf, engine, pipelines, limits)
+    _add_routes(app, ROUTES | dashboard.ROUTES)
+    app.before_request(_start_request)
+    app.before_request(bound_database_waits)
+    app.teardown_request(end_database_waits)
+    app.teardown_request(lambda _exc: log.bind_request(None))
+    app.after_request(_finish_request)
+    app.register_error_handler(ApiError, lambda e: error_response(e.status, e.detail, e.code))
+    app.register_error_handler(HTTPException, http_error)
+    for error in DATABASE_ERRORS:
+        app.register_error_handler(error, database_unavailable)
+    app.register_error_handler(Exception, _unexpected)
+    if services.authorizer.strategy == "keystone":
+        app.wsgi_app = keystone_middleware(app.wsgi_app, conf)
+    app.wsgi_app = BodyGuard(app.wsgi_app, conf.get("api", "max_body_bytes"))  # 408, 413
+    services.knowledge.refresh()  # warm; a failure is retried per request
+    services.knowledge.start()  # the age counts from the database, requests or none
+    _warn_at_start(conf, services.knowledge)
+    return app
+
+
+def _add_routes(app: Flask, routes: dict[str, dict[str, tuple[Any, str]]]) -> None:
+    """Route each path to :func:`_dispatch` of its handlers; ValueError for an unknown policy."""
+    for path, handlers in routes.items():
+        if any(policy not in POLICIES for _, policy in handlers.values()):
+            raise ValueError(f"route {path}: unknown policy")
+        app.add_url_rule(path, endpoint=path, view_func=partial(_dispatch, handlers),
+                         methods=list(handlers), provide_automatic_options=False)
+
+
+def _services(conf: Config, engine: Engine, pipelines: PipelineSet,
+              limits: ConnectionLimits) -> Services:
+    """What the handlers use: the knowledge, the stores, the scheduler, their metrics.
+
+    The decision writer is closed at exit; the metrics collectors read the knowledge,
+    the reservation feed, the kept step answers and the stored forecasts at scrape time.
+    """
+    authorizer = Authorizer(conf)  # bad tokens refused before a thread starts
     app_metrics = ApiMetrics()
-    writer = DecisionWriter(engine, conf.get("scheduler", "decision_queue_size"),
-                            on_drop=app_metrics.decisions_dropped.inc,
-                            retention_days=conf.get("scheduler", "decision_retention_days"),
-                            on_handled=app_metrics.decision_queue_depth.dec,
-                            on_unstorable=app_metrics.decisions_unstorable.inc,
-                            on_queued=app_metrics.decision_queue_depth.inc,
-                            demand_retention_days=conf.get("forecast", "demand_retention_days"),
-                            flush_interval=conf.get("scheduler", "decision_flush_interval"),
-                            quiet_wait=conf.get("scheduler", "decision_quiet_wait"))
-    atexit.register(writer.close)
+    writer = _decision_writer(conf, engine, app_metrics)
     devices = device_catalog(conf)
-    parsers = dict(PARSERS, nova=partial(NovaRequest.from_body, devices=devices))
     knowledge = KnowledgeCache(engine, conf.get("database", "knowledge_check_interval"),
                                conf.get("database", "max_knowledge_age"),
                                network_keys=MetadataKeys.from_conf(conf),
@@ -276,37 +290,32 @@ def create_app(conf: Config, engine: Engine | None = None,
         partial(forecast_service.stored, engine)))
     scheduler = SchedulerService(pipelines, knowledge, SchedulerSettings.from_conf(conf),
                                  reservations, writer, app_metrics.scheduler)
-    app.extensions["cortex"] = Services(
+    return Services(
         conf=conf, engine=engine, knowledge=knowledge,
         pipelines=pipelines, validator=RequestValidator(load_openapi()), decisions=writer,
-        decision_store=DecisionStore(engine), metrics=app_metrics, authorizer=authorizer,
-        reservations=reservations, scheduler=scheduler, parsers=parsers, devices=devices,
+        decision_store=DecisionStore(engine), metrics=app_metrics,
+        authorizer=authorizer, reservations=reservations, scheduler=scheduler,
+        parsers=dict(PARSERS, nova=partial(NovaRequest.from_body, devices=devices)),
+        devices=devices,
         kubernetes=Extender(scheduler, engine, KubernetesApi.from_conf(conf), devices,
                             conf.get("kubernetes", "nodes_from_reports")),
         shapes=ShapeLog(ShapeStore(engine) if conf.get("api", "warm_up_shapes") else None,
                         scheduler.pipelines))
-    for path, handlers in ROUTES.items():
-        if any(policy not in POLICIES for _, policy in handlers.values()):
-            raise ValueError(f"route {path}: unknown policy")
-        app.add_url_rule(path, endpoint=path, view_func=partial(_dispatch, handlers),
-                         methods=list(handlers), provide_automatic_options=False)
-    app.before_request(_start_request)
-    app.before_request(bound_database_waits)
-    app.teardown_request(end_database_waits)
-    app.teardown_request(lambda _exc: log.bind_request(None))
-    app.after_request(_finish_request)
-    app.register_error_handler(ApiError, lambda e: error_response(e.status, e.detail, e.code))
-    app.register_error_handler(HTTPException, http_error)
-    for error in DATABASE_ERRORS:
-        app.register_error_handler(error, database_unavailable)
-    app.register_error_handler(Exception, _unexpected)
-    if authorizer.strategy == "keystone":
-        app.wsgi_app = keystone_middleware(app.wsgi_app, conf)
-    app.wsgi_app = BodyGuard(app.wsgi_app, conf.get("api", "max_body_bytes"))  # 408, 413
-    knowledge.refresh()  # warm; a failure is retried per request
-    knowledge.start()  # the age counts from the database, requests or none
-    _warn_at_start(conf, knowledge)
-    return app
+
+
+def _decision_writer(conf: Config, engine: Engine, app_metrics: ApiMetrics) -> DecisionWriter:
+    """The worker's decision writer (``[scheduler] decision_*``), counted in ``app_metrics``."""
+    writer = DecisionWriter(engine, conf.get("scheduler", "decision_queue_size"),
+                            on_drop=app_metrics.decisions_dropped.inc,
+                            retention_days=conf.get("scheduler", "decision_retention_days"),
+                            on_handled=app_metrics.decision_queue_depth.dec,
+                            on_unstorable=app_metrics.decisions_unstorable.inc,
+                            on_queued=app_metrics.decision_queue_depth.inc,
+                            demand_retention_days=conf.get("forecast", "demand_retention_days"),
+                            flush_interval=conf.get("scheduler", "decision_flush_interval"),
+                            quiet_wait=conf.get("scheduler", "decision_quiet_wait"))
+    atexit.register(writer.close)
+    return writer
 
 
 def _warn_at_start(conf: Config, knowledge: KnowledgeCache) -> None:

@@ -18,8 +18,7 @@ prometheus-client 1.0-1.4 s of the worker's interpreter on every scrape).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,11 +26,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from cortex.conf import Config, zone_values
 from cortex.knowledge import kpis
 from cortex.knowledge.cache import KnowledgeCache, KnowledgeUnavailable
 from cortex.knowledge.commitments import free_holds
-from cortex.knowledge.energy import host_power, zone_energy
+from cortex.knowledge.energy import EnergySettings, host_power, zone_energy
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline import memo
 from cortex.scheduler.metrics import SchedulerMetrics
@@ -157,29 +155,6 @@ class StepAnswersCollector:
             "most ([scheduler] step_memo_size).", value=self._limit)
 
 
-@dataclass(frozen=True)
-class EnergySettings:
-    """The ``[energy]`` options the energy gauges are computed with.
-
-    ``intensities``: ``{availability zone: gCO2/kWh}`` (``carbon_intensity``);
-    ``default_intensity``: gCO2/kWh of the other zones; ``export_hosts``: whether the
-    per-host series are exported.
-    """
-
-    intensities: Mapping[str, float] = field(default_factory=dict)
-    default_intensity: float = 400.0
-    export_hosts: bool = True
-
-    @classmethod
-    def from_conf(cls, conf: Config) -> EnergySettings:
-        """The settings of ``conf``'s ``[energy]`` section (checked when it was loaded)."""
-        return cls(zone_values(conf.get("energy", "carbon_intensity")),
-                   conf.get("energy", "default_carbon_intensity"),
-                   conf.get("energy", "export_hosts"))
-
-
-
-
 class KnowledgeCollector:
     """Scrape-time metrics of a worker's KnowledgeCache and the KPIs of its view.
 
@@ -193,12 +168,12 @@ class KnowledgeCollector:
 
     def __init__(self, cache: KnowledgeCache,
                  sync_ages: Callable[[], list[tuple[str, float]]] = list,
-                 energy: EnergySettings = EnergySettings(),
+                 energy: EnergySettings | None = None,
                  host_utilization: bool = True) -> None:
         self._cache = cache
         self._host_utilization = host_utilization
         self._sync_ages = sync_ages
-        self._energy = energy
+        self._energy = energy or EnergySettings()
         self._rendered: tuple[KnowledgeView | None, bytes] = (None, b"")
 
     def describe(self) -> list[Metric]:

@@ -28,8 +28,9 @@ weighs one more GPU; these count what the zone draws).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from cortex.conf import Config, zone_values
 from cortex.knowledge.kpis import host_gpus, zone_of
 from cortex.knowledge.view import HostState, KnowledgeView
 
@@ -132,3 +133,24 @@ def zone_energy(view: KnowledgeView, intensities: Mapping[str, float],
             carbon_intensity=intensity, intensity_source=source,
             grams_per_hour=None if power is None else power / 1000.0 * intensity))
     return zones
+
+
+@dataclass(frozen=True)
+class EnergySettings:
+    """The ``[energy]`` options the energy gauges are computed with.
+
+    ``intensities``: ``{availability zone: gCO2/kWh}`` (``carbon_intensity``);
+    ``default_intensity``: gCO2/kWh of the other zones; ``export_hosts``: whether the
+    per-host series are exported.
+    """
+
+    intensities: Mapping[str, float] = field(default_factory=dict)
+    default_intensity: float = 400.0
+    export_hosts: bool = True
+
+    @classmethod
+    def from_conf(cls, conf: Config) -> EnergySettings:
+        """The settings of ``conf``'s ``[energy]`` section (checked when it was loaded)."""
+        return cls(zone_values(conf.get("energy", "carbon_intensity")),
+                   conf.get("energy", "default_carbon_intensity"),
+                   conf.get("energy", "export_hosts"))

@@ -11,7 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from cortex import conf
 from cortex.api.app import create_app
-from cortex.api.ui import quantity
+from cortex.dashboard.units import quantity
 from cortex.db import migrate
 from cortex.db.engine import make_engine
 from cortex.knowledge.cache import KnowledgeCache

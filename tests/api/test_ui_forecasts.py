@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import delete
 
-from cortex.api.foresight import forecast_chart
+from cortex.dashboard.forecasts import forecast_chart
 from cortex.db.models import GpuDemand, GpuForecast
 from cortex.forecast.history import DemandStream, generate
 from cortex.forecast.plan import ForecastSettings

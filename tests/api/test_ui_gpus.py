@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 import pytest
 
-from cortex.api import ui
+from cortex.dashboard import gpus, views
 from tests.api.test_contract import assert_error
 from tests.fake_topology import hgx, split_by_mig, topology_host
 from tests.fakes import host, inventory, view
@@ -66,7 +66,7 @@ def test_demo_gpu_hosts_are_drawn_with_their_states_and_nvlink_islands(client):
     summary = re.search(r'id="gpu-summary">(.*?)</p>', text, re.S).group(1)
     states = {s: int(n) for s, n in re.findall(r'class="count (\w+)">(\d+)', summary)}
     drawn = re.findall(r'<span class="gpu ([a-z]+)', "".join(found.values()))
-    assert states == {s: drawn.count(s) for s in ui.GPU_STATES}
+    assert states == {s: drawn.count(s) for s in gpus.GPU_STATES}
     assert f"{len(found)} GPU hosts, {len(drawn)} GPUs" in summary
 
 
@@ -109,14 +109,14 @@ def big_fleet(app, monkeypatch):
 def test_a_ten_thousand_host_fleet_is_paged_with_bounded_html(client, big_fleet):
     response = client.get("/ui/gpus")
     text = html.unescape(response.get_data(as_text=True))
-    assert len(rows(text)) == ui.HEATMAP_ROWS and "page 1 of 100" in text
+    assert len(rows(text)) == views.HEATMAP_ROWS and "page 1 of 100" in text
     assert len(response.get_data()) < 200_000
     assert "10000 GPU hosts, 80000 GPUs" in text and "30000 used" in text
     assert 'href="/ui/gpus?page=2" rel="next"' in text and 'rel="prev"' not in text
-    widest = client.get(f"/ui/gpus?per_page={ui.MAX_HEATMAP_ROWS}&az=az-2&page=3")
+    widest = client.get(f"/ui/gpus?per_page={views.MAX_HEATMAP_ROWS}&az=az-2&page=3")
     widest_text = html.unescape(widest.get_data(as_text=True))
     shown = rows(widest_text)
-    assert len(shown) == ui.MAX_HEATMAP_ROWS and len(widest.get_data()) < 500_000
+    assert len(shown) == views.MAX_HEATMAP_ROWS and len(widest.get_data()) < 500_000
     assert "page 3 of 20" in widest_text and all(int(h[3:]) % 2 == 1 for h in shown)
     assert 'href="/ui/gpus?page=4&az=az-2&per_page=250" rel="next"' in widest_text
     last = html.unescape(client.get("/ui/gpus?page=999").get_data(as_text=True))
@@ -145,20 +145,20 @@ def test_bad_query_arguments_are_a_short_400(client, path, query):
 
 def test_gpu_states():
     board = split_by_mig(hgx(in_use=(1,), unhealthy=(2,)), 3)
-    assert [ui.gpu_state(g) for g in board.gpus[:5]] == [
+    assert [gpus.gpu_state(g) for g in board.gpus[:5]] == [
         "free", "used", "unhealthy", "partial", "free"]
     full = dataclasses.replace(board.gpus[3], mig_instances=tuple(
         dataclasses.replace(i, in_use=True) for i in board.gpus[3].mig_instances))
-    assert ui.gpu_state(full) == "used"
-    assert ui.gpu_state(dataclasses.replace(board.gpus[0], vgpus_in_use=2)) == "partial"
-    assert ui.gpu_state(dataclasses.replace(board.gpus[1], healthy=False)) == "unhealthy"
+    assert gpus.gpu_state(full) == "used"
+    assert gpus.gpu_state(dataclasses.replace(board.gpus[0], vgpus_in_use=2)) == "partial"
+    assert gpus.gpu_state(dataclasses.replace(board.gpus[1], healthy=False)) == "unhealthy"
 
 
 def test_hosts_without_a_report_count_their_placement_gpus():
     plain = host("pl", inventories={"CUSTOM_PCI_10DE_26B9": inventory(4, used=3),
                                     "VGPU": inventory(16, used=2), "VCPU": inventory(64)})
     vgpu_only = host("vg", inventories={"VGPU": inventory(16, used=2)})
-    found = {r.host.host: r for r in ui.gpu_hosts(view(plain, vgpu_only))}
+    found = {r.host.host: r for r in gpus.gpu_hosts(view(plain, vgpu_only))}
     assert set(found) == {"pl"}
     assert found["pl"].counts == {"free": 1, "used": 3, "partial": 0, "unhealthy": 0}
     assert found["pl"].models == ("L40S",) and found["pl"].source == "placement"

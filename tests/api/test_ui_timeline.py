@@ -17,7 +17,7 @@ from sqlalchemy import delete, event, insert, literal_column, select
 from sqlalchemy.dialects import mysql
 from sqlalchemy.exc import CompileError
 
-from cortex.api import ui
+from cortex.dashboard import timeline as drawn
 from cortex.db import migrate
 from cortex.db.engine import make_engine
 from cortex.db.models import Decision as DecisionRow
@@ -225,7 +225,7 @@ def attributes(text, css):
 def test_timeline_stacks_a_pipelines_decisions_and_marks_refusals_and_errors(client, recorded):
     text = page(client, "/ui/timeline?pipeline=tl-gpu-a")
     svg = re.search(r'<svg class="chart" id="timeline-chart".*?</svg>', text, re.S).group(0)
-    plot_h = ui._CHART_H - ui._TOP_MARGIN - ui._BOTTOM
+    plot_h = drawn._CHART_H - drawn._TOP_MARGIN - drawn._BOTTOM
     # one bucket: 3 ok under 1 refusal; another: 2 errors. The tallest stack (4) -> 5.
     ok, refused, errors = (attributes(svg, f"seg {css}") for css in ("s0", "rejected", "error"))
     assert len(ok) == len(refused) == len(errors) == 1
@@ -293,7 +293,7 @@ def test_navigation_links_both_pages_and_loads_the_vendored_htmx(client):
     assert served.status_code == 200 and "javascript" in served.mimetype
     body = served.get_data()
     assert b'version:"2.0.11"' in body and script == "htmx-2.0.11.min.js"
-    vendored = (REPO / "cortex" / "api" / "static" / "VENDORED.md").read_text()
+    vendored = (REPO / "cortex" / "dashboard" / "static" / "VENDORED.md").read_text()
     row = next(line for line in vendored.splitlines() if line.startswith(f"| `{script}`"))
     assert hashlib.sha256(body).hexdigest() in row  # byte for byte as published
     assert "0BSD" in row and "registry.npmjs.org/htmx.org/-/htmx.org-2.0.11.tgz" in row

@@ -23,7 +23,7 @@ def test_wheel_installs_and_migrates(tmp_path, empty_database_url):
     with zipfile.ZipFile(wheel) as archive:  # the dashboard's files ship in the wheel
         shipped = set(archive.namelist())
     pages = {p.relative_to(REPO).as_posix() for folder in ("templates", "static")
-             for p in (REPO / "cortex" / "api" / folder).iterdir()}
+             for p in (REPO / "cortex" / "dashboard" / folder).iterdir()}
     assert pages and pages <= shipped, pages - shipped
     target = tmp_path / "venv"
     venv.create(target, with_pip=True)

@@ -1,33 +1,22 @@
-"""The dashboard's foresight page (``/ui/forecasts``): GPU demand ahead, energy and carbon.
+"""The foresight page's charts: GPU demand ahead and the GPUs in use against the supply.
 
-Two live panels (htmx polling of ``/ui/forecasts/panel``, as the timeline's):
-
-- per GPU model and zone, soonest exhaustion first, the stored forecast
-  (:class:`cortex.store.demand.ForecastStore`): demand (GPUs asked per hour, the last
-  days and the forecast with its interval) and the GPUs in use projected against the
-  supply, both drawn as SVG on the server (:func:`forecast_chart`);
-- per availability zone, the GPU power now and the grams of CO2 an hour it stands for
-  (:func:`cortex.knowledge.energy.zone_energy` with the ``[energy]`` settings).
+Drawn as SVG on the server from a stored forecast document
+(:func:`cortex.services.forecasts.stored`).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
-from flask import current_app, request, url_for
-
-from cortex.api import ui
-from cortex.api.errors import ApiError
-from cortex.api.metrics import EnergySettings
-from cortex.knowledge.cache import KnowledgeUnavailable
-from cortex.knowledge.energy import zone_energy
-from cortex.services import forecasts
-from cortex.services.errors import DatabaseUnreachable
+from cortex.dashboard.units import nice_ceiling
 
 #: Forecast charts drawn at most (the soonest exhaustions first).
 MAX_CHARTS = 24
+
+
 _W, _H = 460, 170
+
+
 _LEFT, _TOP, _RIGHT, _BOTTOM = 40, 12, 10, 22
 
 
@@ -67,7 +56,7 @@ def forecast_chart(document: dict[str, Any]) -> dict[str, Any]:
             if first <= h <= last]
 
     def plot(top: float, curves: dict[str, list[float]], extra: float = 0) -> tuple:
-        high = ui._nice_ceiling(int(max([extra, 1.0, *(v for c in curves.values()
+        high = nice_ceiling(int(max([extra, 1.0, *(v for c in curves.values()
                                                         for v in c)]) + 0.999))
         y = _scale(0, high, _H - _TOP - _BOTTOM, _TOP, flip=True)
         ticks = [{"y": y(v), "label": str(v)} for v in (0, high // 2, high)]
@@ -98,52 +87,9 @@ def forecast_chart(document: dict[str, Any]) -> dict[str, Any]:
     return base | {"in_use": use}
 
 
-def _soonest(document: dict[str, Any]) -> tuple:
+def soonest(document: dict[str, Any]) -> tuple:
     """Sort key: exhaustion soonest first (never last), then model and zone."""
     days = document.get("days_to_exhaustion")
     early = document.get("days_to_exhaustion_pessimistic")
     return (days is None, days or 0.0, early is None, early or 0.0, document["model"],
             document["availability_zone"] or "")
-
-
-def _context() -> dict[str, Any]:
-    """What the page and its panel show for ``model``, ``family``, ``az``, ``refresh``."""
-    services = current_app.extensions["cortex"]
-    model, zone = request.args.get("model", "").strip(), request.args.get("az", "").strip()
-    family = request.args.get("family", "").strip()
-    refresh = ui._refresh()
-    try:
-        documents = forecasts.stored(services.engine)
-    except DatabaseUnreachable as exc:
-        raise ApiError(503, f"database unreachable: {exc}") from None
-    models = sorted({d["model"] for d in documents if not d.get("flavor_family")})
-    families = sorted({d["flavor_family"] for d in documents if d.get("flavor_family")})
-    zones = sorted({d["availability_zone"] for d in documents if d["availability_zone"]})
-    shown = [d for d in documents if (not model or d["model"] == model)
-             and (not family or d.get("flavor_family") == family)
-             and (not zone or d["availability_zone"] == zone)]
-    shown.sort(key=_soonest)
-    charts = [{"document": d, "chart": forecast_chart(d)} for d in shown[:MAX_CHARTS]]
-    try:
-        view = services.knowledge.view()
-    except KnowledgeUnavailable:
-        view = services.knowledge.current
-    settings = EnergySettings.from_conf(services.conf)
-    energy = zone_energy(view, settings.intensities, settings.default_intensity) if view else []
-    args = {"model": model, "family": family, "az": zone, "refresh": refresh}
-    return {"charts": charts, "hidden": max(0, len(shown) - MAX_CHARTS), "models": models,
-            "families": families,
-            "zones": zones, "energy": energy, "args": args,
-            "computed_at": documents[0]["computed_at"] if documents else None,
-            "updated": datetime.now(UTC),
-            "panel_url": url_for("/ui/forecasts/panel", **ui._query(**args))}
-
-
-def forecasts_page():
-    """``GET /ui/forecasts?model=&family=&az=&refresh=``: forecasts and energy, live."""
-    return ui._page("forecasts.html", active="forecasts", **_context())
-
-
-def forecasts_panel():
-    """``GET /ui/forecasts/panel``: the page's live panel alone (what htmx swaps in)."""
-    return ui._panel("_forecasts_panel.html", **_context())
