@@ -13,7 +13,8 @@ Markdown generated from the code, so the references cannot go stale:
 - ``extras``: the install extras of ``setup.cfg`` and the packages each brings;
 - ``plugins``: every filter, weigher and descheduler detector of the registry, from its
   module docstring, with its options;
-- ``alerts``, ``grafana``: the shipped Prometheus rules and Grafana dashboard's panels.
+- ``alerts``, ``grafana``: the shipped Prometheus rules and Grafana dashboard's panels;
+- ``modules``: every package and module of ``cortex/`` with its docstring's first line.
 """
 
 from __future__ import annotations
@@ -285,6 +286,25 @@ def plugins_reference() -> str:
     return "\n".join(out) + "\n"
 
 
+# --- code layout --------------------------------------------------------------------
+
+def modules_reference() -> str:
+    """Every package and module of ``cortex/`` with the first line of its docstring."""
+    import ast
+
+    out = []
+    root = REPO / "cortex"
+    packages = sorted({p.parent for p in root.rglob("*.py") if "__pycache__" not in p.parts})
+    for package in packages:
+        name = package.relative_to(REPO).as_posix()
+        out += ["", f"`{name}/`", ""]
+        for path in sorted(package.glob("*.py")):
+            doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+            first = doc.strip().splitlines()[0] if doc.strip() else "—"
+            out.append(f"- `{path.name}`: {_docstring(first)}")
+    return "\n".join(out) + "\n"
+
+
 # --- observability ------------------------------------------------------------------
 
 def alerts_reference() -> str:
@@ -313,6 +333,7 @@ def grafana_reference() -> str:
 
 
 GENERATORS = {"alerts": alerts_reference, "grafana": grafana_reference,
+              "modules": modules_reference,
               "config": config_reference, "environment": environment_reference,
               "api": api_reference, "cli": cli_reference, "extras": extras_reference,
               "plugins": plugins_reference}

@@ -42,3 +42,15 @@ def test_every_command_states_the_extras_it_needs(script, target, capsys):
 def test_no_development_log_in_the_documentation(page):
     found = [line for line in (REPO / page).read_text().splitlines() if WORK_LOG.search(line)]
     assert not found, found
+
+
+PATH_NAMED = re.compile(r"(?<![\w/.-])((?:cortex|tests|bench|etc|migrations)/[A-Za-z0-9_./-]+"
+                        r"\.(?:py|yaml|json|sh|csv|md))\b")
+
+
+@pytest.mark.parametrize("page", ["README.md", *sorted(
+    str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md"))])
+def test_every_path_the_documentation_names_exists(page):
+    missing = {path for path in PATH_NAMED.findall((REPO / page).read_text())
+               if not (REPO / path).exists()}
+    assert not missing, missing
