@@ -20,7 +20,7 @@ from werkzeug.exceptions import HTTPException
 
 import cortex
 from cortex import dashboard, log
-from cortex.api import commitments, forecasts, kubernetes
+from cortex.api import capacity, commitments, forecasts, kubernetes
 from cortex.api.auth import POLICIES, Authorizer, keystone_middleware
 from cortex.api.errors import ApiError, error_response, http_error
 from cortex.api.freshness import (
@@ -227,6 +227,7 @@ def create_app(conf: Config, engine: Engine | None = None,
     pipelines = pipelines or load_pipelines(
         conf.get("scheduler", "pipelines_file") or shipped_file("pipelines.yaml"))
     services = app.extensions["cortex"] = _services(conf, engine, pipelines, limits)
+    capacity.register(app)  # GET /v1/capacity and cortex_flavor_placeable_instances
     _add_routes(app, ROUTES | dashboard.ROUTES)
     app.before_request(_start_request)
     app.before_request(bound_database_waits)

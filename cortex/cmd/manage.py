@@ -11,6 +11,7 @@ from pathlib import Path
 
 from cortex import conf as config
 from cortex.cli import CommandError, add_format, emit, parser, require_extra, run
+from cortex.cmd import capacity as capacity_command
 from cortex.db import migrate
 from cortex.db.engine import make_engine
 from cortex.knowledge.loader import load_view
@@ -503,6 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
     why.set_defaults(func=explain_decision)
     _network_parsers(sub)
     _simulate_parser(sub)
+    capacity_command.add_parser(sub, with_services)
     return result
 
 

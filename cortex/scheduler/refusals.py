@@ -79,7 +79,7 @@ def refusal_cause(steps: tuple[StepResult, ...] | list[StepResult], offered: int
                                    now or datetime.now(UTC))
         if overlaid is not None:
             return Refusal(overlaid[0], step.removed[overlaid[1]])
-    return Refusal(step.name, step.removed[next(reversed(step.removed))])
+    return Refusal(step.name, step.removed[list(step.removed)[-1]])
 
 
 def _overlaid_cause(name: str, removed: list[str], pipeline: Pipeline,

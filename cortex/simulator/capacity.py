@@ -160,6 +160,30 @@ def flavor_gpus(specs: Mapping[str, str]) -> int:
     return total
 
 
+def _alias_requests(specs: Mapping[str, str], devices: Any) -> list[dict[str, Any]]:
+    """The PCI requests of a flavor's aliases when the catalog lacks one of them ([] if none).
+
+    Known aliases keep their specs; an unknown one asks for that many NVIDIA GPUs of any
+    model (what a GPU flavor's alias names), with the flavor's
+    ``hw:pci_numa_affinity_policy`` (default legacy).
+    """
+    aliases = getattr(devices, "aliases", None) or {}
+    items = [i.strip().partition(":") for i in (specs.get("pci_passthrough:alias") or "")
+             .split(",") if i.strip()]
+    if not items or all(name in aliases for name, _, _ in items):
+        return []
+    policy = specs.get("hw:pci_numa_affinity_policy")
+    requests = []
+    for name, _, amount in items:
+        alias = aliases.get(name)
+        requests.append({"nova_object.data": {
+            "count": int(amount) if amount.strip().isdigit() else 1,
+            "spec": [dict(s) for s in alias.specs] if alias else [{"vendor_id": VENDOR_NVIDIA}],
+            "alias_name": name, "request_id": None,
+            "numa_policy": policy or (alias.numa_policy if alias else "legacy")}})
+    return requests
+
+
 @dataclass(frozen=True)
 class Placeable:
     """How many instances of a shape fit, and where.
@@ -229,8 +253,13 @@ def zone_hosts(view: KnowledgeView, zone: str | None) -> list[str]:
 
 
 def request_body(shape: Shape, hosts: Sequence[str], view: KnowledgeView,
-                 name: str) -> dict[str, Any]:
-    """The body Nova would send for one instance of ``shape`` with ``hosts`` as candidates."""
+                 name: str, devices: Any = None) -> dict[str, Any]:
+    """The body Nova would send for one instance of ``shape`` with ``hosts`` as candidates.
+
+    A flavor's ``pci_passthrough:alias`` becomes the PCI requests nova-api would have
+    made of it (:func:`_alias_requests`) when ``devices`` (the ``[gpu]`` catalog) lacks
+    one of its aliases.
+    """
     cells = max(1, shape.cells)
     data: dict[str, Any] = {
         "flavor": {"nova_object.data": {
@@ -246,6 +275,10 @@ def request_body(shape: Shape, hosts: Sequence[str], view: KnowledgeView,
         data["pci_requests"] = {"nova_object.data": {"requests": [{"nova_object.data": {
             "count": shape.gpus, "spec": specs, "alias_name": "gpu",
             "numa_policy": "legacy", "request_id": None}}]}}
+    elif shape.extra_specs is not None:
+        requests = _alias_requests(shape.extra_specs, devices)
+        if requests:
+            data["pci_requests"] = {"nova_object.data": {"requests": requests}}
     entries = [{"host": h, "hypervisor_hostname": next(iter(view.hosts[h].nodes), h)}
                for h in hosts]
     return {"spec": {"nova_object.name": "RequestSpec", "nova_object.data": data},
@@ -276,14 +309,15 @@ def count(scheduler: SchedulerService, view: KnowledgeView, shape: Shape, zone: 
     total, rounds, pipeline = 0, 0, None
     while True:
         name = f"capacity-{rounds}"
-        request = NovaRequest.from_body(request_body(shape, open_hosts, view, name), devices)
+        request = NovaRequest.from_body(request_body(shape, open_hosts, view, name, devices),
+                                        devices)
         decision = _decide(service, request, now, (*reservations, *placed), step_options)
         pipeline = decision.pipeline
         taken = [h for h in decision.result or () if h in view.hosts]
         if not taken:
             if rounds:  # what stops the next one is judged over every host of the zone
                 request = NovaRequest.from_body(request_body(
-                    shape, zone_hosts(view, zone), view, name), devices)
+                    shape, zone_hosts(view, zone), view, name, devices), devices)
                 decision = _decide(service, request, now, (*reservations, *placed),
                                    step_options)
             # asked again with the instances placed and the in-flight reservations

@@ -41,6 +41,8 @@ CASES = ([(p, m, schemathesis.GenerationMode.POSITIVE) for p, m in OPERATIONS]
 RULES_BEYOND_SCHEMA = {"/scheduler/nova/external", "/scheduler/cinder/external",
                        "/scheduler/manila/external", "/v1/topology/{host}",
                        "/v1/scheduler/{service}/simulate", "/v1/commitments",
+                       # a shape (vcpus and memory_mb, or a flavor), a zone with hosts
+                       "/v1/capacity",
                        # exactly one of Nodes and NodeNames
                        "/scheduler/kubernetes/filter", "/scheduler/kubernetes/prioritize"}
 EXTENDER_SCHEMAS = {"/scheduler/kubernetes/filter": "ExtenderArgs",

@@ -51,22 +51,22 @@ class Fixed:
         return self._view
 
 
-def brute_force(view, shape, zone, step_options=None):
+def brute_force(view, shape, zone, step_options=None, pipelines=PIPELINES, now=NOW):
     """``{host: instances}`` placed one per call, each on the first host answered."""
-    service = SchedulerService(PIPELINES, Fixed(view))
+    service = SchedulerService(pipelines, Fixed(view))
     hosts = zone_hosts(view, zone)
     placed, found = [], {}
     while True:
         request = NovaRequest.from_body(request_body(shape, hosts, view, f"b{len(placed)}"))
-        decision = service.schedule(request, simulation(now=NOW, holds=tuple(placed),
+        decision = service.schedule(request, simulation(now=now, holds=tuple(placed),
                                                         step_options=step_options))
         if not decision.result:
             return found
         host = decision.result[0]
-        state = with_reservations(view, placed, NOW).hosts[host]
+        state = with_reservations(view, placed, now).hosts[host]
         placed.append(Reservation(new_uuid(), host, None, None,
                                   MappingProxyType(dict(request.resources)),
-                                  predicted_gpus(state, request), NOW, NOW + timedelta(days=1)))
+                                  predicted_gpus(state, request), now, now + timedelta(days=1)))
         found[host] = found.get(host, 0) + 1
 
 
