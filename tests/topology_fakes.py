@@ -136,7 +136,14 @@ def write_tree(root: Path, layout: dict, guests: list[dict] = ()) -> Path:
         _write(root / "etc/nova/nova.conf", "\n".join(lines))
     for number, guest in enumerate(guests):
         _write_guest(root, number, guest)
-    (root / "proc").mkdir(exist_ok=True)
+    arch = host.get("arch", "x86_64")
+    _write(root / "proc/sys/kernel/arch", arch)
+    if arch == "x86_64":  # the kernel shows vendor and address sizes on x86 only
+        _write(root / "proc/cpuinfo", f"processor\t: 0\nvendor_id\t: "
+                                      f"{host.get('vendor_id', 'GenuineIntel')}\n"
+                                      "address sizes\t: 46 bits physical, 57 bits virtual\n")
+    else:
+        _write(root / "proc/cpuinfo", "processor\t: 0\nCPU implementer\t: 0x41\n")
     return root
 
 

@@ -383,3 +383,57 @@ def _numa_memory(fs: Sysfs, scope: str) -> dict[int, int]:
             if key.startswith("N") and key[1:].isdigit() and value.isdigit():
                 per_node[int(key[1:])] = per_node.get(int(key[1:]), 0) + int(value)
     return {node: value // (1024 * 1024) for node, value in per_node.items()}
+
+
+#: ``/proc/cpuinfo`` ``vendor_id`` to the vendor name libvirt (and so Nova's ``cpu_info``) uses.
+_VENDORS = {"GenuineIntel": "Intel", "AuthenticAMD": "AMD", "HygonGenuine": "Hygon"}
+_ADDRESS_BITS = re.compile(r"(\d+)\s+bits physical")
+
+
+def cpu_info(fs: Sysfs, proc_root: str | os.PathLike, machine: str | None = None
+             ) -> dict | None:
+    """The host's part of Nova's ``cpu_info`` that the kernel shows, for hosts Nova hides it of.
+
+    ``{"arch", "vendor"?, "topology": {"cells", "sockets", "cores", "threads"},
+    "maxphysaddr"?: {"bits"}}``: ``arch`` is ``machine`` (default: the kernel's
+    ``sys/kernel/arch`` under ``proc_root``, else the running kernel's),
+    ``vendor`` libvirt's name for ``/proc/cpuinfo``'s ``vendor_id`` (left out when it has
+    none), the topology counted from sysfs (NUMA nodes, physical packages, cores per
+    package, threads per core) and the physical address bits of ``address sizes``.
+    libvirt's CPU model and feature names are not the kernel's, so ``model`` and
+    ``features`` are left to the hypervisor API (the sync). None when ``cpuinfo`` cannot
+    be read.
+    """
+    proc = Sysfs(proc_root)
+    text = proc.read("cpuinfo")
+    if text is None:
+        return None
+    info: dict = {"arch": machine or proc.read("sys/kernel/arch") or os.uname().machine}
+    fields = dict(line.split(":", 1) for line in text.splitlines()[:64] if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    vendor = _VENDORS.get(fields.get("vendor_id", ""))
+    if vendor:
+        info["vendor"] = vendor
+    online = online_cpus(fs)
+    cores: dict[tuple[int | None, int | None], int] = {}
+    for cpu in online:
+        base = f"sys/devices/system/cpu/cpu{cpu}/topology"
+        key = (fs.read_int(f"{base}/physical_package_id"), fs.read_int(f"{base}/core_id"))
+        cores[key] = cores.get(key, 0) + 1
+    sockets = len({package for package, _ in cores}) or 1
+    info["topology"] = {"cells": len(cell_cpus(fs)) or 1, "sockets": sockets,
+                        "cores": max(len(cores) // sockets, 1),
+                        "threads": max(cores.values(), default=1)}
+    bits = _ADDRESS_BITS.search(fields.get("address sizes", ""))
+    if bits:
+        info["maxphysaddr"] = {"bits": int(bits[1])}
+    return info
+
+
+def host_ip(path: str | os.PathLike | None) -> str | None:
+    """Nova's ``[DEFAULT] my_ip`` from ``nova.conf`` at ``path`` (the ``host_ip`` it reports)."""
+    if not path or not Path(path).is_file():
+        return None
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    parser.read(path)
+    return (parser.get("DEFAULT", "my_ip", fallback="") or "").strip() or None

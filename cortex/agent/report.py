@@ -28,7 +28,8 @@ def build_report(host: str, nvml: Any = None, sysfs_root: str | os.PathLike = "/
     nvidia-ml-py, without a driver or without GPUs says why in ``nvml_error`` (GPUs sysfs
     lists, e.g. bound to vfio-pci, are still reported, without NVML's facts).
     ``nova_config`` is Nova's configuration file, read for the CPU sets (``[compute]
-    cpu_dedicated_set``/``cpu_shared_set``, ``vcpu_pin_set``) and ``reserved_huge_pages``.
+    cpu_dedicated_set``/``cpu_shared_set``, ``vcpu_pin_set``), ``reserved_huge_pages`` and
+    ``my_ip`` (the report's ``host_ip``). ``cpu_info``: :func:`host_facts.cpu_info`.
     Raises ValueError for a CPU list Nova would reject.
     """
     fs = host_facts.Sysfs(sysfs_root)
@@ -56,4 +57,6 @@ def build_report(host: str, nvml: Any = None, sysfs_root: str | os.PathLike = "/
         "gpu_links": facts["links"],
         "nics": host_facts.nics(fs),
         "guests": usage.guests,
+        **({"cpu_info": info} if (info := host_facts.cpu_info(fs, proc_root)) else {}),
+        **({"host_ip": ip} if (ip := host_facts.host_ip(nova_config)) else {}),
     }

@@ -213,6 +213,8 @@ class HostTopology(Base):
     ``host`` is the nova-compute service host name. The report's parts live in
     ``numa_cells``, ``gpus`` (with ``mig_instances``) and ``gpu_links``; a new report
     replaces all of them. CPU lists are stored in the kernel's text form (``0-3,8``).
+    ``cpu_info`` and ``host_ip`` are the host facts the agent reads from the kernel and
+    ``nova.conf`` (revision 0020).
     """
 
     __tablename__ = "host_topologies"
@@ -227,6 +229,9 @@ class HostTopology(Base):
     nvml_error: Mapped[str | None] = mapped_column(Text)
     guests: Mapped[int | None] = mapped_column(Integer)
     nics: Mapped[list] = mapped_column(JSONType, nullable=False, default=list)
+    cpu_info: Mapped[dict] = mapped_column(
+        JSONType, nullable=False, default=dict, server_default=text("'{}'"))
+    host_ip: Mapped[str | None] = mapped_column(String(64))
     cells: Mapped[list[NumaCell]] = relationship(
         back_populates="topology", cascade="all, delete-orphan", order_by="NumaCell.cell_id")
     gpus: Mapped[list[Gpu]] = relationship(

@@ -9,6 +9,7 @@ no such row is written; this is for rows written by hand or by an older release.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 from collections import defaultdict
@@ -344,6 +345,18 @@ def _row_facts(features: Any, instances: Any, migrations: Any
                   for item in migrations or ()))
 
 
+def _with_agent_facts(node: NodeState, topology: HostTopology | None) -> NodeState:
+    """``node`` with the agent's ``cpu_info``/``host_ip`` where the sync gave none."""
+    if topology is None:
+        return node
+    facts = {}
+    if not node.cpu_info and topology.cpu_info:
+        facts["cpu_info"] = dict(topology.cpu_info)
+    if not node.host_ip and topology.host_ip:
+        facts["host_ip"] = topology.host_ip
+    return dataclasses.replace(node, **facts) if facts else node
+
+
 def _hypervisor_facts(cpu_info: Any, host_ip: str | None, supported: Any
                       ) -> tuple[dict, str | None, tuple | None]:
     """A node row's ``cpu_info`` (an object), ``host_ip`` and ``supported_instances``.
@@ -434,7 +447,8 @@ def _hosts(nodes, aggregates: dict[str, list[Aggregate]],
         rows_by_host[row.host].append(row)
     hosts = {}
     for host, rows in rows_by_host.items():
-        node_states = {row.node: _node(row) for row in rows}
+        topology = (topologies or {}).get(host)
+        node_states = {row.node: _with_agent_facts(_node(row), topology) for row in rows}
         zone = next((r.availability_zone for r in rows if r.availability_zone), None)
         if zone is None:
             zone = next((a.availability_zone for a in aggregates.get(host, ())
@@ -447,7 +461,7 @@ def _hosts(nodes, aggregates: dict[str, list[Aggregate]],
             nodes=MappingProxyType(node_states),
             traits=frozenset().union(*(n.traits for n in node_states.values())),
             **_host_facts(rows),
-            topology=(topologies or {}).get(host),
+            topology=topology,
         )
     if kubernetes_nodes is not None:
         for host, topology in (topologies or {}).items():

@@ -53,7 +53,8 @@ def load_topologies(bind: Connection | Session, hosts: Iterable[str] | None = No
     placement = placement or {}
     tables = models.HostTopology.__table__
     query = select(tables.c.id, tables.c.host, tables.c.reported_at, tables.c.driver_version,
-                   tables.c.nvml_error, cast(tables.c.nics, Text))
+                   tables.c.nvml_error, cast(tables.c.nics, Text), cast(tables.c.cpu_info, Text),
+                   tables.c.host_ip)
     reports = None
     if hosts is not None:
         query = query.where(tables.c.host.in_(list(hosts)))
@@ -68,7 +69,7 @@ def load_topologies(bind: Connection | Session, hosts: Iterable[str] | None = No
     pairs = _links(bind, reports)
     nics_of: dict[str | None, tuple[Nic, ...]] = {}
     found = {}
-    for report_id, host, reported_at, driver_version, nvml_error, nics in headers:
+    for report_id, host, reported_at, driver_version, nvml_error, nics, cpu, ip in headers:
         in_use = placement.get(host)
         host_gpus = gpus.get(report_id, ())
         if in_use:
@@ -79,7 +80,8 @@ def load_topologies(bind: Connection | Session, hosts: Iterable[str] | None = No
         found[host] = HostTopology(
             cells=cells.get(report_id, ()), gpus=host_gpus,
             links=pairs.get(report_id) or link_map(()), nics=nics_of[nics],
-            reported_at=reported_at, driver_version=driver_version, nvml_error=nvml_error)
+            reported_at=reported_at, driver_version=driver_version, nvml_error=nvml_error,
+            cpu_info=dict(parse(cpu) or {}), host_ip=ip)
     return found
 
 
@@ -258,12 +260,18 @@ def read_reports(bind: Connection | Session, hosts: Iterable[str] | None = None
 
 
 def _header(row: Any) -> dict[str, Any]:
-    """A report document's top level, children to be filled."""
-    return {"host": row.host, "reported_at": row.reported_at, "collected_at": row.collected_at,
-            "agent_version": row.agent_version, "driver_version": row.driver_version,
-            "cuda_driver_version": row.cuda_driver_version, "nvml_error": row.nvml_error,
-            "guests": row.guests, "nics": list(row.nics or ()), "numa_cells": [], "gpus": [],
-            "gpu_links": []}
+    """A report document's top level, children to be filled (``cpu_info``/``host_ip`` if any)."""
+    document = {
+        "host": row.host, "reported_at": row.reported_at, "collected_at": row.collected_at,
+        "agent_version": row.agent_version, "driver_version": row.driver_version,
+        "cuda_driver_version": row.cuda_driver_version, "nvml_error": row.nvml_error,
+        "guests": row.guests, "nics": list(row.nics or ()), "numa_cells": [], "gpus": [],
+        "gpu_links": []}
+    if row.cpu_info:
+        document["cpu_info"] = dict(row.cpu_info)
+    if row.host_ip:
+        document["host_ip"] = row.host_ip
+    return document
 
 
 def _cell_document(c: Any) -> dict[str, Any]:

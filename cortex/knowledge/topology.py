@@ -236,9 +236,11 @@ class HostTopology:
     ``free_mig`` (free MIG instances per profile), ``time_sliced_vgpu`` (a vGPU host GPU
     without MIG: capacity unknown), ``has_threads`` (Nova's ``NUMATopology.has_threads``),
     ``sockets_known`` (every cell reports a socket), ``nvlink_islands`` (GPUs joined by
-    NVLink, largest first). ``memo`` holds what the rules derive from this topology
-    alone (its GPU pair matrix, :func:`cortex.rules.gpu_sets.gpu_map`); a changed
-    topology is a new object with an empty one.
+    NVLink, largest first). ``cpu_info`` and ``host_ip``: the host facts the agent read
+    (the view's nodes take them where the sync has none). ``memo`` holds what the rules
+    derive from this topology alone (its GPU pair matrix,
+    :func:`cortex.rules.gpu_sets.gpu_map`); a changed topology is a new object with an
+    empty one.
     """
 
     cells: tuple[NumaCell, ...]
@@ -248,6 +250,8 @@ class HostTopology:
     reported_at: datetime | None = None
     driver_version: str | None = None
     nvml_error: str | None = None
+    cpu_info: Mapping[str, Any] = field(default_factory=dict)
+    host_ip: str | None = None
     free_gpus: tuple[Gpu, ...] = field(init=False, compare=False)
     device_pools: tuple[DevicePool, ...] = field(init=False, compare=False)
     free_mig: Mapping[str, int] = field(init=False, compare=False)
@@ -411,6 +415,7 @@ def topology_from_report(report: Mapping[str, Any], reported_at: datetime | None
         reported_at=reported_at,
         driver_version=report.get("driver_version"),
         nvml_error=report.get("nvml_error"),
+        cpu_info=dict(report.get("cpu_info") or {}), host_ip=report.get("host_ip"),
     )
 
 

@@ -174,14 +174,17 @@ def cpu_info_text(node, cpu_features=frozenset()) -> str | None:
     """The node's ``cpu_info`` as the JSON text Nova keeps, in libvirt's key order.
 
     Features keep the reported order.
-    A node without a stored ``cpu_info`` (synced before it was kept) gets one of its
-    architecture and the host's CPU flags (sorted); None when it has neither.
+    Where the stored ``cpu_info`` (the hypervisor's, else cortex-agent's) lacks ``arch``
+    or ``features``, the node's architecture and the host's CPU flags (sorted) stand in;
+    None when there is nothing.
     """
     info = dict(node.cpu_info)
+    if "arch" not in info and node.cpu_arch:
+        info["arch"] = node.cpu_arch
+    if "features" not in info and cpu_features:
+        info["features"] = sorted(cpu_features)
     if not info:
-        if not node.cpu_arch and not cpu_features:
-            return None
-        info = {"arch": node.cpu_arch, "features": sorted(cpu_features)}
+        return None
     return json.dumps(_in_order(info, _CPU_INFO_ORDER))
 
 

@@ -97,7 +97,8 @@ def store_report(connection: Connection, host: str, report: Mapping[str, Any],
         agent_version=report.get("agent_version"), driver_version=report.get("driver_version"),
         cuda_driver_version=report.get("cuda_driver_version"),
         nvml_error=report.get("nvml_error"), guests=report.get("guests"),
-        nics=list(report.get("nics", ())),
+        nics=list(report.get("nics", ())), cpu_info=dict(report.get("cpu_info") or {}),
+        host_ip=report.get("host_ip"),
     ).returning(models.HostTopology.id)).scalar_one()
     cells = [_cell_row(topology_id, c) for c in report.get("numa_cells", ())]
     if cells:

@@ -106,6 +106,13 @@ def test_compute_capabilities_without_stored_cpu_info_uses_arch_and_flags():
                    with_specs({"capabilities:cpu_info:vendor": "Intel"})) is not None
 
 
+def test_compute_capabilities_agent_cpu_info_without_features_takes_the_flags():
+    state = host("agent", cpu_features=("avx2",), cpu_info={"vendor": "AMD"})
+    for spec in ({"capabilities:cpu_info:features": "<in> avx2"},
+                 {"capabilities:cpu_info:vendor": "AMD"}, {"capabilities:cpu_info:arch": "x86_64"}):
+        assert verdict(ComputeCapabilitiesFilter(), state, with_specs(spec)) is None, spec
+
+
 def test_compute_capabilities_any_named_node():
     inventories = {"VCPU": inventory(8)}
     state = host("vc", hypervisor_type="VMware vCenter Server",
