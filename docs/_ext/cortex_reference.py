@@ -283,6 +283,9 @@ def plugins_reference() -> str:
                 out += [f"| {code(o)} | {code(t)} | {code(json.dumps(d, default=str))} |"
                         for o, t, d in options]
                 out.append("")
+                about = inspect.getdoc(cls.Options) or ""
+                if about and not about.startswith("Options("):  # not dataclass's own text
+                    out += [_docstring(about), ""]
     return "\n".join(out) + "\n"
 
 
