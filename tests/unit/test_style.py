@@ -8,7 +8,7 @@ from tests.conftest import REPO
 
 def test_ruff_is_clean():
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "cortex", "migrations",
-                             "tests", "bench"], cwd=REPO, capture_output=True, text=True)
+                             "tests", "bench", "docs"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
