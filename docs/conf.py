@@ -26,9 +26,8 @@ myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 4
 html_theme = "alabaster"
 html_title = f"Cortex {release}"
-# links to files of the repository (etc/cortex/..., tests/...) are not pages, and a topic
-# page may skip a heading level
-suppress_warnings = ["myst.xref_missing", "myst.header"]
+# a topic page may skip a heading level
+suppress_warnings = ["myst.header"]
 
 
 def setup(app):
