@@ -44,7 +44,7 @@ def test_no_development_log_in_the_documentation(page):
     assert not found, found
 
 
-PATH_NAMED = re.compile(r"(?<![\w/.-])((?:cortex|tests|bench|etc|migrations)/[A-Za-z0-9_./-]+"
+PATH_NAMED = re.compile(r"(?<![\w/.-])((?:cortex|tests|bench|etc|migrations|docs)/[A-Za-z0-9_./-]+"
                         r"\.(?:py|yaml|json|sh|csv|md))\b")
 
 
