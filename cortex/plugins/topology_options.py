@@ -1,12 +1,21 @@
-"""What the topology plugins share: options, the verdict without a report, shared answers."""
+"""What the topology plugins share: options, the verdict without a report, shared answers.
+
+:class:`TopologyFilter` and :class:`TopologyWeigher` are the plugins whose answer on a
+host reads only its topology (and what they name besides): kept per request
+``topology_key`` (the memo) and computed once per topology state (:func:`shared_answer`).
+A subclass computes :meth:`TopologyFilter.refusal` or :meth:`TopologyWeigher.score`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from cortex.knowledge.topology import state_id
+from cortex.knowledge.view import HostState
+from cortex.plugins.base import Filter, Weigher
+from cortex.request import Candidate, NovaRequest
 from cortex.rules.measures import allocation_ratios
 
 T = TypeVar("T")
@@ -86,3 +95,58 @@ def _table(plugin: Any, request: Any) -> dict:
         table = _ANSWERS[key] = {}
     _LAST[0] = (plugin, request, table)
     return table
+
+
+class TopologyFilter(Filter[NovaRequest, HostState]):
+    """A filter judging a host by its topology: :meth:`refusal` once per topology state.
+
+    Its answers depend on nothing of the request but its ``topology_key`` (the memo's
+    key) and are shared by hosts in equal topology states (:func:`shared_answer`).
+    """
+
+    services: ClassVar[tuple[str, ...]] = ("nova", "kubernetes")
+    Options: ClassVar[type] = TopologyOptions
+
+    def memo_key(self, request: NovaRequest) -> tuple:
+        """The request's topology key: its answers depend on nothing else of it."""
+        return request.topology_key
+
+    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
+        """:meth:`refusal`, shared by every host in the same topology state."""
+        return shared_answer(self, host, candidate, request,
+                             lambda: self.refusal(host, request, candidate))
+
+    def refusal(self, host: HostState, request: NovaRequest, candidate: Candidate
+                ) -> str | None:
+        """None when ``host``'s topology holds ``request``, else the reason."""
+        raise NotImplementedError
+
+
+class TopologyWeigher(Weigher[NovaRequest, HostState]):
+    """A weigher scoring a host by its topology: :meth:`score` once per topology state.
+
+    Its answers depend on nothing of the request but its ``topology_key`` and on
+    nothing of the host but its topology, the named node's allocation ratios and
+    :meth:`shared_under` (:func:`shared_answer`).
+    """
+
+    services: ClassVar[tuple[str, ...]] = ("nova", "kubernetes")
+
+    def memo_key(self, request: NovaRequest) -> tuple:
+        """The request's topology key: its answers depend on nothing else of it."""
+        return request.topology_key
+
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
+        """:meth:`score`, shared by every host in the same topology state."""
+        return shared_answer(self, host, candidate, request,
+                             lambda: self.score(host, request, candidate),
+                             self.shared_under(host, request, candidate))
+
+    def shared_under(self, host: HostState, request: NovaRequest, candidate: Candidate
+                     ) -> Hashable:
+        """What else of the host :meth:`score` reads; default nothing."""
+        return ()
+
+    def score(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
+        """The raw weight of ``host`` for ``request``."""
+        raise NotImplementedError

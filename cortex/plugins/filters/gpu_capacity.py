@@ -18,9 +18,8 @@ Invert: none; run it in ``shadow`` mode to only record what it would remove.
 from __future__ import annotations
 
 from cortex.knowledge.view import HostState
-from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
-from cortex.plugins.topology_options import TopologyOptions, shared_answer, unknown_topology
+from cortex.plugins.topology_options import TopologyFilter, unknown_topology
 from cortex.request import (
     Candidate,
     NovaRequest,
@@ -29,28 +28,18 @@ from cortex.rules.pci_fit import device_refusal, knows_vgpus
 
 
 @register
-class GpuCapacityFilter(Filter[NovaRequest, HostState]):
+class GpuCapacityFilter(TopologyFilter):
     """Remove hosts without enough free matching GPUs, PCI devices or vGPUs."""
 
     name = "filter_gpu_capacity"
-    services = ("nova", "kubernetes")
-    Options = TopologyOptions
-
-    def memo_key(self, request: NovaRequest) -> tuple:
-        """The request's topology key: its answers depend on nothing else of it."""
-        return request.topology_key
 
     def applies(self, request: NovaRequest) -> bool:
         """Only for requests with a device demand."""
         return bool(request.device_requests)
 
-    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
-        """The first device request the host's free devices cannot serve."""
-        return shared_answer(self, host, candidate, request,
-                             lambda: self._refusal(host, request))
-
-    def _refusal(self, host: HostState, request: NovaRequest) -> str | None:
-        """:meth:`check`, computed."""
+    def refusal(self, host: HostState, request: NovaRequest, candidate: Candidate
+                ) -> str | None:
+        """None if the host passes, else the first device request its free devices cannot serve."""
         topology = host.topology
         if topology is None:
             return unknown_topology(self.options)

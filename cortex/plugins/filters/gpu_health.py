@@ -16,6 +16,7 @@ from cortex.plugins.filters.gpu_capacity import GpuCapacityFilter
 from cortex.plugins.registry import register
 from cortex.plugins.topology_options import unknown_topology
 from cortex.request import (
+    Candidate,
     NovaRequest,
 )
 from cortex.rules.pci_fit import device_refusal
@@ -28,7 +29,8 @@ class GpuHealthFilter(GpuCapacityFilter):
     name = "filter_gpu_health"
     services = ("nova", "kubernetes")
 
-    def _refusal(self, host: HostState, request: NovaRequest) -> str | None:
+    def refusal(self, host: HostState, request: NovaRequest, candidate: Candidate
+                ) -> str | None:
         """The first device request only unhealthy GPUs could serve, with their reasons."""
         topology = host.topology
         if topology is None:

@@ -17,9 +17,8 @@ Invert: none; run it in ``shadow`` mode to only record what it would remove.
 from __future__ import annotations
 
 from cortex.knowledge.view import HostState
-from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
-from cortex.plugins.topology_options import TopologyOptions, shared_answer, unknown_topology
+from cortex.plugins.topology_options import TopologyFilter, unknown_topology
 from cortex.request import (
     Candidate,
     NovaRequest,
@@ -36,29 +35,18 @@ def wants_smt(request) -> bool:
 
 
 @register
-class NumaTopologyFilter(Filter[NovaRequest, HostState]):
+class NumaTopologyFilter(TopologyFilter):
     """Remove hosts whose NUMA cells cannot hold the guest's."""
 
     name = "filter_numa_topology"
-    services = ("nova", "kubernetes")
-    Options = TopologyOptions
-
-    def memo_key(self, request: NovaRequest) -> tuple:
-        """The request's topology key: its answers depend on nothing else of it."""
-        return request.topology_key
 
     def applies(self, request: NovaRequest) -> bool:
         """Only for guests with NUMA cells (or asking for SMT siblings)."""
         return bool(request.guest_numa) or wants_smt(request)
 
-    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
-        """The reason no assignment of guest cells to host cells fits."""
-        return shared_answer(self, host, candidate, request,
-                             lambda: self._refusal(host, request, candidate))
-
-    def _refusal(self, host: HostState, request: NovaRequest, candidate: Candidate
-                 ) -> str | None:
-        """:meth:`check`, computed."""
+    def refusal(self, host: HostState, request: NovaRequest, candidate: Candidate
+                ) -> str | None:
+        """None if the host passes, else why no assignment of guest to host cells fits."""
         topology = host.topology
         if topology is None or not topology.cells:
             return unknown_topology(self.options)

@@ -15,9 +15,8 @@ Invert: none; run it in ``shadow`` mode to only record what it would remove.
 from __future__ import annotations
 
 from cortex.knowledge.view import HostState
-from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
-from cortex.plugins.topology_options import TopologyOptions, shared_answer, unknown_topology
+from cortex.plugins.topology_options import TopologyFilter, unknown_topology
 from cortex.request import (
     Candidate,
     NovaRequest,
@@ -33,29 +32,21 @@ def affine_requests(request) -> tuple:
 
 
 @register
-class PciNumaAffinityFilter(Filter[NovaRequest, HostState]):
+class PciNumaAffinityFilter(TopologyFilter):
     """Remove hosts where no NUMA placement of the guest has its PCI devices at hand."""
 
     name = "filter_pci_numa_affinity"
-    services = ("nova", "kubernetes")
-    Options = TopologyOptions
-
-    def memo_key(self, request: NovaRequest) -> tuple:
-        """The request's topology key: its answers depend on nothing else of it."""
-        return request.topology_key
 
     def applies(self, request: NovaRequest) -> bool:
         """Only for guests with NUMA cells and PCI requests."""
         return bool(request.guest_numa) and bool(affine_requests(request))
 
-    def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
-        """The reason (of the last assignment tried) when no assignment has its devices."""
-        return shared_answer(self, host, candidate, request,
-                             lambda: self._refusal(host, request, candidate))
+    def refusal(self, host: HostState, request: NovaRequest, candidate: Candidate
+                ) -> str | None:
+        """None if some assignment of guest cells has its devices at hand, else the reason.
 
-    def _refusal(self, host: HostState, request: NovaRequest, candidate: Candidate
-                 ) -> str | None:
-        """:meth:`check`, computed."""
+        The reason is the last assignment's tried.
+        """
         topology = host.topology
         if topology is None or not topology.cells:
             return unknown_topology(self.options)

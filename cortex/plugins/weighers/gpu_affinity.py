@@ -21,9 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cortex.knowledge.view import HostState
-from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.plugins.topology_options import shared_answer
+from cortex.plugins.topology_options import TopologyWeigher
 from cortex.request import (
     Candidate,
     NovaRequest,
@@ -57,28 +56,18 @@ class GpuAffinityOptions:
 
 
 @register
-class GpuAffinityWeigher(Weigher[NovaRequest, HostState]):
+class GpuAffinityWeigher(TopologyWeigher):
     """Quality of the GPU set the request gets on the host (0..1)."""
 
     name = "weigher_gpu_affinity"
-    services = ("nova", "kubernetes")
     Options = GpuAffinityOptions
-
-    def memo_key(self, request: NovaRequest) -> tuple:
-        """The request's topology key: its answers depend on nothing else of it."""
-        return request.topology_key
 
     def applies(self, request: NovaRequest) -> bool:
         """Only for requests of passthrough GPUs."""
         return request.gpu_count > 0
 
-    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
+    def score(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """The set's quality; k = 1: the GPU's locality to the guest's CPUs."""
-        return shared_answer(self, host, candidate, request,
-                             lambda: self._quality(host, request, candidate))
-
-    def _quality(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
-        """:meth:`weigh`, computed."""
         options = self.options
         scores = {**DEFAULT_PAIR_SCORES, **options.pair_scores}
         if options.devices == "predicted":

@@ -18,9 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cortex.knowledge.view import HostState
-from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.plugins.topology_options import shared_answer
+from cortex.plugins.topology_options import TopologyWeigher
 from cortex.request import Candidate, NovaRequest
 from cortex.rules.gpu_locality import claimed_cell_fit
 from cortex.rules.gpu_sets import LEVELS
@@ -44,22 +43,19 @@ class GpuCellPreservingOptions:
 
 
 @register
-class GpuCellPreservingWeigher(Weigher[NovaRequest, HostState]):
+class GpuCellPreservingWeigher(TopologyWeigher):
     """k / size of the free cell the request's k GPUs come from (0..1)."""
 
     name = "weigher_gpu_cell_preserving"
+    services = ("nova",)
     Options = GpuCellPreservingOptions
-
-    def memo_key(self, request: NovaRequest) -> tuple:
-        """The request's topology key: its answers depend on nothing else of it."""
-        return request.topology_key
 
     def applies(self, request: NovaRequest) -> bool:
         """Only for requests of passthrough GPUs."""
         return request.gpu_count > 0
 
-    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
+    def score(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """How tightly the claimed GPUs fill their free cell."""
         options = self.options
-        return shared_answer(self, host, candidate, request, lambda: claimed_cell_fit(
-            host, request, candidate, options.level, options.packing_host_numa_cells))
+        return claimed_cell_fit(host, request, candidate, options.level,
+                                options.packing_host_numa_cells)

@@ -53,9 +53,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from cortex.knowledge.view import HostState, KnowledgeView
-from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.plugins.topology_options import shared_answer
+from cortex.plugins.topology_options import TopologyWeigher
 from cortex.request import (
     Candidate,
     NovaRequest,
@@ -124,16 +123,11 @@ class GpuFragmentationOptions:
 
 
 @register
-class GpuFragmentationWeigher(Weigher[NovaRequest, HostState]):
+class GpuFragmentationWeigher(TopologyWeigher):
     """Minus the fragmentation the request adds to the host, per GPU asked."""
 
     name = "weigher_gpu_fragmentation"
-    services = ("nova", "kubernetes")
     Options = GpuFragmentationOptions
-
-    def memo_key(self, request: NovaRequest) -> tuple:
-        """The request's topology key: its answers depend on nothing else of it."""
-        return request.topology_key
 
     learned: tuple = ()
 
@@ -167,25 +161,22 @@ class GpuFragmentationWeigher(Weigher[NovaRequest, HostState]):
         """Only for requests of passthrough GPUs or vGPUs (MIG included)."""
         return request.gpu_count > 0 or bool(request.vgpu_devices)
 
-    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
-        """``-(F after - F before) / (GPUs asked * scale)``; 0 without a report or claim.
+    def shared_under(self, host: HostState, request: NovaRequest, candidate: Candidate
+                     ) -> tuple:
+        """What else of the host :meth:`score` reads: the learned sizes, and more.
 
-        Beside the topology it reads, for vGPUs, for guests without NUMA cells and with
-        ``vgpu_request_share`` set, the named node's CPU, memory and VGPU inventories
-        (their feed, the vGPUs per GPU): then they are part of what its answer is shared
-        under.
+        For vGPUs, for guests without NUMA cells and with ``vgpu_request_share`` set,
+        also the named node's CPU, memory and VGPU inventories (their feed, the vGPUs
+        per GPU).
         """
-        extra: tuple = (self.learned,)
         if not (request.gpu_count and request.guest_numa) or self.model.vgpu_share is not None:
-            extra = (self.learned, tuple(n.node for n in host.nodes_named(candidate.nodes)),
-                     tuple((n.node, rc, inventory) for n in host.all_nodes
-                           for rc, inventory in n.inventories.items() if rc in _READ))
-        return shared_answer(self, host, candidate, request,
-                             lambda: self._gradient(host, request, candidate), extra)
+            return (self.learned, tuple(n.node for n in host.nodes_named(candidate.nodes)),
+                    tuple((n.node, rc, inventory) for n in host.all_nodes
+                          for rc, inventory in n.inventories.items() if rc in _READ))
+        return (self.learned,)
 
-    def _gradient(self, host: HostState, request: NovaRequest, candidate: Candidate
-                  ) -> float:
-        """:meth:`weigh`, computed."""
+    def score(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
+        """``-(F after - F before) / (GPUs asked * scale)``; 0 without a report or claim."""
         change = self.model.change(host, request, candidate)
         if change is None:
             return 0.0

@@ -19,9 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cortex.knowledge.view import HostState
-from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.plugins.topology_options import shared_answer
+from cortex.plugins.topology_options import TopologyWeigher
 from cortex.request import (
     Candidate,
     NovaRequest,
@@ -47,23 +46,17 @@ class NumaLocalityOptions:
 
 
 @register
-class NumaLocalityWeigher(Weigher[NovaRequest, HostState]):
+class NumaLocalityWeigher(TopologyWeigher):
     """Free CPUs and memory on the NUMA nodes of the GPUs the request would take (0..1)."""
 
     name = "weigher_numa_locality"
-    services = ("nova", "kubernetes")
     Options = NumaLocalityOptions
-
-    def memo_key(self, request: NovaRequest) -> tuple:
-        """The request's topology key: its answers depend on nothing else of it."""
-        return request.topology_key
 
     def applies(self, request: NovaRequest) -> bool:
         """Only for requests of passthrough GPUs."""
         return request.gpu_count > 0
 
-    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
+    def score(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """Mean of the CPU and memory shares the GPUs' nodes can hold; 0 without a report."""
-        return shared_answer(self, host, candidate, request, lambda: room_near_claim(
-            host, request, candidate, self.options.headroom,
-            self.options.packing_host_numa_cells))
+        return room_near_claim(host, request, candidate, self.options.headroom,
+                               self.options.packing_host_numa_cells)
