@@ -32,7 +32,7 @@ DEMO_FLEET = REPO / "etc" / "cortex" / "demo-fleet.yaml"
 DEFAULT_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 
 
-# The quick subset (``pytest -m quick``; its time is in the README): every test but the
+# The quick subset (``pytest -m quick``; its time is in docs/operate/install.md): every test but the
 # ones that start real servers or processes and the slow sweeps of the API. The slow
 # ones are named here by path, so a new test is quick unless it lives among them.
 SLOW_PATHS = ("tests/functional/", "tests/sync/", "tests/differential/",
