@@ -100,7 +100,8 @@ class NovaRequest:
     be asked for (see :func:`requested_resources`); ``intent`` is the
     ``_nova_check_type`` hint (``create`` when absent), believed only where the body's
     flags and the spec agree (:func:`intent_claims`); ``disbelieved_intent`` names a
-    claim that was not believed (the call then runs as a create).
+    claim that was not believed (the call then runs as a create). ``image_id``: the
+    image's id (IsolatedHostsFilter's ``isolated_images`` name images by id).
 
     Derived for the topology filters: ``guest_numa`` is the guest's NUMA cells (the
     spec's ``numa_topology`` when it has cells, else derived from the flavor and image
@@ -155,6 +156,7 @@ class NovaRequest:
     network: NetworkPlacement = NetworkPlacement(None, 1, None, None, False, None)
     disbelieved_intent: str | None = None
     service: str = "nova"
+    image_id: str | None = None
     pci_devices: tuple[DeviceRequest, ...] = field(init=False, repr=False, compare=False)
     vgpu_devices: tuple[DeviceRequest, ...] = field(init=False, repr=False, compare=False)
     gpu_count: int = field(init=False, repr=False, compare=False)
@@ -259,6 +261,7 @@ class NovaRequest:
             resize=bool(body.get("resize")),
             live=bool(body.get("live")),
             vmware=bool(body.get("vmware")),
+            image_id=image.get("id"),
             request_id=request_id,
             global_request_id=global_request_id,
             pipeline=body.get("pipeline"),

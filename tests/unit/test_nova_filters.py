@@ -7,6 +7,9 @@ filters' docstrings); where Cortex differs on purpose the row says "Cortex:".
 import pytest
 
 from cortex.plugins.base import build_options
+from cortex.plugins.filters.aggregate_image_properties_isolation import (
+    AggregateImagePropertiesIsolationFilter,
+)
 from cortex.plugins.filters.aggregate_instance_extra_specs import (
     AggregateInstanceExtraSpecsFilter,
 )
@@ -16,6 +19,7 @@ from cortex.plugins.filters.aggregate_multitenancy_isolation import (
 from cortex.plugins.filters.compute_capabilities import ComputeCapabilitiesFilter
 from cortex.plugins.filters.has_enough_capacity import HasEnoughCapacityFilter
 from cortex.plugins.filters.image_properties import ImagePropertiesFilter
+from cortex.plugins.filters.isolated_hosts import IsolatedHostsFilter
 from cortex.plugins.filters.server_group_affinity import ServerGroupAffinityFilter
 from cortex.plugins.filters.server_group_anti_affinity import ServerGroupAntiAffinityFilter
 from cortex.request.base import Candidate
@@ -247,6 +251,7 @@ def test_aggregate_instance_extra_specs(aggregates, specs, expected):
     (({"filter_tenant_id1": "t3"},), "t1", False),
     (({"filter_tenant_id": "t1"}, {"filter_tenant_id": "t2"}), "t2", True),  # either aggregate
     (({"filter_tenant_id": "t1"}, {"ssd": "true"}), "t2", False),
+    (({"filter_tenant_id": ""},), "t1", False),                 # an empty value: nobody
 ])
 def test_aggregate_multitenancy_isolation(metadata_sets, project, passes):
     aggregates = [aggregate(f"a{i}", **m) for i, m in enumerate(metadata_sets)]
@@ -254,6 +259,45 @@ def test_aggregate_multitenancy_isolation(metadata_sets, project, passes):
     result = verdict(AggregateMultiTenancyIsolationFilter(), state,
                      nova(spec={"project_id": project}))
     assert (result is None) is passes
+
+
+# -- AggregateImagePropertiesIsolation / IsolatedHostsFilter ------------------------------
+
+@pytest.mark.parametrize("metadata, props, options, passes", [
+    ({}, {"hw_architecture": "x86_64"}, {}, True),
+    ({"hw_architecture": "x86_64,aarch64"}, {"hw_architecture": "aarch64"}, {}, True),
+    ({"hw_architecture": "x86_64"}, {"hw_architecture": "aarch64"}, {}, False),
+    ({"hw_architecture": "x86_64"}, {}, {}, True),                  # the image sets none
+    ({"os_distro": "rhel"}, {"os_distro": "ubuntu"}, {}, False),
+    ({"hw_maxphysaddr_bits": "40"}, {"hw_maxphysaddr_bits": 40}, {}, True),  # str(value)
+    ({"hw_architecture": "x86_64"}, {"hw_architecture": "aarch64"},
+     {"namespace": "isolate"}, True),                               # keys outside: not read
+])
+def test_aggregate_image_properties_isolation(metadata, props, options, passes):
+    plugin = AggregateImagePropertiesIsolationFilter(
+        build_options(AggregateImagePropertiesIsolationFilter, options))
+    state = host("h", aggregates=[aggregate("a1", **metadata)])
+    request = nova(spec={"image": {"properties": props}})
+    assert (verdict(plugin, state, request) is None) is passes
+
+
+@pytest.mark.parametrize("hosts, images, restrict, name, image, passes", [
+    ([], [], True, "h", "img", True),
+    (["h"], [], True, "h", "img", False),          # restricted, no isolated image: closed
+    (["h"], [], False, "h", "img", True),
+    (["h"], ["iso"], True, "h", "iso", True),
+    (["h"], ["iso"], True, "h", "img", False),
+    (["h"], ["iso"], True, "other", "iso", False),
+    (["h"], ["iso"], True, "other", "img", True),
+    (["h"], ["iso"], False, "h", "img", True),
+    (["h"], ["iso"], False, "other", "iso", False),
+])
+def test_isolated_hosts(hosts, images, restrict, name, image, passes):
+    plugin = IsolatedHostsFilter(build_options(IsolatedHostsFilter, {
+        "isolated_hosts": hosts, "isolated_images": images,
+        "restrict_isolated_hosts_to_isolated_images": restrict}))
+    request = nova(spec={"image": {"id": image, "properties": {}}})
+    assert (verdict(plugin, host(name), request) is None) is passes
 
 
 # -- ServerGroupAffinityFilter / ServerGroupAntiAffinityFilter ----------------------------

@@ -1,12 +1,12 @@
 """filter_aggregate_multitenancy_isolation: tenant-isolated aggregates serve their tenants only.
 
-Nova's AggregateMultiTenancyIsolation
-(``nova/scheduler/filters/aggregate_multitenancy_isolation.py``): the project ids in
-every ``filter_tenant_id*`` metadata key (``filter_tenant_id``, ``filter_tenant_id1``,
-``filter_tenant_id_x``... each a comma-separated list) of all the host's aggregates
-together are the only projects the host may serve; a host with no such key serves
-every project. Other hosts stay open to the isolated tenants. Not run on rebuild.
-Invert: none; drop the step.
+Nova's AggregateMultiTenancyIsolation (:mod:`cortex.rules.aggregate_isolation`): the
+project ids in every ``filter_tenant_id*`` metadata key (``filter_tenant_id``,
+``filter_tenant_id1``, ``filter_tenant_id_x``... each a comma-separated list) of all
+the host's aggregates together are the only projects the host may serve (an empty
+value serves none, as in Nova); a host with no such key serves every project. Other
+hosts stay open to the isolated tenants. Not run on rebuild. Invert: none; drop the
+step.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from cortex.request import (
     Candidate,
     NovaRequest,
 )
-from cortex.rules.measures import aggregate_metadata
-
-KEY_PREFIX = "filter_tenant_id"
+from cortex.rules.aggregate_isolation import host_metadata, tenant_refusal
+from cortex.rules.aggregate_isolation import isolating_tenants as tenants_of
 
 
 @register
@@ -37,7 +36,7 @@ class AggregateMultiTenancyIsolationFilter(Filter[NovaRequest, HostState]):
 
     def check(self, host: HostState, request: NovaRequest, candidate: Candidate) -> str | None:
         """Reason when the host's aggregates isolate it for other projects."""
-        return _refusal(isolating_tenants(host), request.project_id)
+        return tenant_refusal(isolating_tenants(host), request.project_id)
 
     def check_all(self, hosts: Sequence[tuple[Candidate, HostState]], request: NovaRequest,
                   view: KnowledgeView | None) -> dict[str, str]:
@@ -45,19 +44,9 @@ class AggregateMultiTenancyIsolationFilter(Filter[NovaRequest, HostState]):
         tenants = host_facts(view, (self.name, request.service), hosts, isolating_tenants)
         project = request.project_id
         return {c.host: reason for (c, _), t in zip(hosts, tenants, strict=True)
-                if (reason := _refusal(t, project)) is not None}
+                if (reason := tenant_refusal(t, project)) is not None}
 
 
 def isolating_tenants(host) -> frozenset[str]:
     """The projects in the host's aggregates' ``filter_tenant_id*`` keys (empty: none)."""
-    tenants = set().union(*(values for key, values in aggregate_metadata(host).items()
-                            if key.startswith(KEY_PREFIX)))
-    tenants.discard("")
-    return frozenset(tenants)
-
-
-def _refusal(tenants: frozenset[str], project: str | None) -> str | None:
-    """The reason when ``tenants`` isolate the host and ``project`` is not one of them."""
-    if not tenants or project in tenants:
-        return None
-    return f"host is isolated for project(s) {', '.join(sorted(tenants)[:3])}"
+    return tenants_of(host_metadata(host.aggregates))
