@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+#: The largest PodGroup ``minMember`` taken; a larger one is not read.
+MAX_MIN_MEMBER = 10000
 #: What a bind without an API server answers.
 NO_API_SERVER = "no Kubernetes API server: set [kubernetes] api_url to bind"
 
@@ -71,6 +73,18 @@ class KubernetesApi:
         if not isinstance(pod, Mapping) or not isinstance(pod.get("spec"), Mapping):
             raise KubernetesError(f"pod {namespace}/{name}: not a Pod")
         return pod
+
+    def read_pod_group_min_member(self, namespace: str, name: str) -> int | None:
+        """The ``spec.minMember`` of PodGroup ``name``; None when it sets none in 1..10000.
+
+        The PodGroup of scheduler-plugins' coscheduling (``scheduling.x-k8s.io/v1alpha1``).
+        Raises KubernetesError as :meth:`read_pod` does.
+        """
+        group = self._call("GET", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}"
+                                  f"/podgroups/{name}")
+        spec = group.get("spec") if isinstance(group, Mapping) else None
+        value = spec.get("minMember") if isinstance(spec, Mapping) else None
+        return value if isinstance(value, int) and 1 <= value <= MAX_MIN_MEMBER else None
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         """Create the pod's Binding to ``node`` (``POST .../pods/<name>/binding``)."""

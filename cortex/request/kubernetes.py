@@ -24,8 +24,8 @@ judge it:
   (:mod:`cortex.request.groups`): network bandwidth, latency sensitivity, preferred
   domain, placement strategy; a pod group (gang) is the label
   ``scheduling.x-k8s.io/pod-group`` (the upstream coscheduling plugin's) with its size
-  from the ``pod-group-size`` annotation; each annotation's values are
-  :data:`ANNOTATION_VALUES`;
+  from the ``pod-group-size`` annotation, else its PodGroup's ``minMember``; each
+  annotation's values are :data:`ANNOTATION_VALUES`;
 - ``nodeSelector`` and required node affinity are judged on the labels of the Node
   objects kube-scheduler sends (:func:`node_refusal`), and so is a node's own
   ``status.allocatable`` where Cortex has no report of the node
@@ -256,8 +256,12 @@ def annotation_refusal(annotations: Mapping[str, Any]) -> str | None:
     return None
 
 
-def pod_spec(call: PodCall) -> dict[str, Any]:
+def pod_spec(call: PodCall, min_member: int | None = None) -> dict[str, Any]:
     """The Nova body (RequestSpec and candidates) of the pod (module doc).
+
+    ``min_member``: the pod group's ``minMember`` (its PodGroup object's), which becomes
+    the group's ``min_count`` hint, and its size where no ``pod-group-size`` annotation
+    gives one (:mod:`cortex.scheduler.groups`).
 
     BadRequest for a pod that cannot be one: :func:`annotation_refusal`'s reason, a
     quantity that is not one, a fraction of a GPU, MIG instances of two profiles.
@@ -286,7 +290,7 @@ def pod_spec(call: PodCall) -> dict[str, Any]:
         "image": {"nova_object.data": {"properties": {"nova_object.data": {}}}},
         "instance_uuid": metadata.get("uid"), "num_instances": 1,
         "project_id": metadata.get("namespace") or "default",
-        "scheduler_hints": _hints(annotations, labels)}
+        "scheduler_hints": _hints(annotations, labels, min_member)}
     if gpus:
         data["pci_requests"] = {"nova_object.data": {"requests": [{"nova_object.data": {
             "count": int(gpus), "spec": [{"vendor_id": VENDOR_NVIDIA}], "alias_name": "gpu",
@@ -304,19 +308,27 @@ def pod_spec(call: PodCall) -> dict[str, Any]:
                         "project_id": data["project_id"]}}
 
 
-def _hints(annotations: Mapping[str, Any], labels: Mapping[str, Any]) -> dict[str, list[str]]:
-    """The group placement hints of the pod's annotations and pod-group label."""
+def _hints(annotations: Mapping[str, Any], labels: Mapping[str, Any],
+           min_member: int | None = None) -> dict[str, list[str]]:
+    """The group placement hints of the pod's annotations, pod-group label and minMember."""
     hints = {hint: [str(annotations[key])] for key, hint in ANNOTATIONS.items()
              if key in annotations}
     group = next((labels[k] for k in POD_GROUP_LABELS if labels.get(k)), None)
     if group:
         hints["group_id"] = [f"pod-group:{group}"]
+        if min_member:
+            hints["min_count"] = [str(min_member)]
+            hints.setdefault("group_size", [str(min_member)])
     return hints
 
 
-def to_request(call: PodCall, devices: DeviceCatalog | None = None) -> NovaRequest:
-    """The pod as a NovaRequest of service ``kubernetes``; BadRequest when it cannot be one."""
-    return NovaRequest.from_body(pod_spec(call), devices, service="kubernetes")
+def to_request(call: PodCall, devices: DeviceCatalog | None = None,
+               min_member: int | None = None) -> NovaRequest:
+    """The pod as a NovaRequest of service ``kubernetes``; BadRequest when it cannot be one.
+
+    ``min_member``: its pod group's ``minMember`` (:func:`pod_spec`).
+    """
+    return NovaRequest.from_body(pod_spec(call, min_member), devices, service="kubernetes")
 
 
 def node_refusal(pod: Mapping[str, Any], node: Mapping[str, Any]) -> str | None:

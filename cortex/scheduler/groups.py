@@ -41,9 +41,7 @@ import dataclasses
 import json
 import logging
 import time
-import weakref
 from collections import ChainMap
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import MappingProxyType
@@ -64,8 +62,6 @@ from cortex.pipeline.engine import PipelineResult, refusal
 from cortex.request import NovaRequest
 from cortex.rules.measures import group_members_on_host
 from cortex.scheduler.promise import STEP, predicted_gpus
-from cortex.store.group_promises import GroupPromise, GroupPromiseStore
-from cortex.store.reservations import ReservationStore
 
 LOG = logging.getLogger(__name__)
 #: Plans made per first call: a plan whose room a concurrent call took is made again
@@ -103,13 +99,12 @@ def gang_of(request: Any) -> Gang | None:
     A Nova create that is one of a multi-create (``num_instances > 1``; key
     ``request:<global or own request id>``, which every member's call carries), or that
     names its group by the ``group_id`` and ``group_size`` hints (key
-    ``hint:<group_id>``). ``min_count``: the scheduler hint ``min_count`` (Nova's
-    ``--min-count``, where the caller passes it on), else every member; bounded to
-    ``1..members``. A Kubernetes pod group: the request's own ``gang``.
+    ``hint:<project>/<group_id>``; a Kubernetes pod group is one: its label and its
+    ``pod-group-size`` annotation or PodGroup ``minMember``,
+    :mod:`cortex.request.kubernetes`). ``min_count``: the scheduler hint ``min_count``
+    (a pod group's ``minMember``; Nova's bodies carry none), else every member; bounded
+    to ``1..members``.
     """
-    own = getattr(request, "gang", None)
-    if own is not None:
-        return own
     if not isinstance(request, NovaRequest) or request.intent != "create":
         return None
     hints = request.scheduler_hints
@@ -117,7 +112,8 @@ def gang_of(request: Any) -> Gang | None:
         key, members = (f"request:{request.global_request_id or request.request_id}",
                         request.num_instances)
     elif request.network.group_size > 1 and hints.get("group_id"):
-        key, members = f"hint:{request.network.group_id}", request.network.group_size
+        key, members = (f"hint:{request.project_id or ''}/{request.network.group_id}",
+                        request.network.group_size)
     else:
         return None
     members = min(members, MAX_MEMBERS)
@@ -134,22 +130,25 @@ def gang_of(request: Any) -> Gang | None:
     return Gang(key, members, min(members, wanted or members), policy, per_host)
 
 
-_STORES: weakref.WeakKeyDictionary[Any, GroupPromiseStore] = weakref.WeakKeyDictionary()
+def holding(request: Any, options: Any) -> Any:
+    """``options`` (a :class:`~cortex.scheduler.service.RunOptions`) for a judging call.
+
+    A pod of a group is promised at its filter and prioritize calls (the group's room
+    held whole at the first member's, or every node failed; a later member's promised
+    node answered first), where a lone pod is promised only at its bind.
+    """
+    return dataclasses.replace(options, promise=True) if gang_of(request) else options
 
 
-def group_store(store: Any) -> GroupPromiseStore | None:
+def group_store(store: Any) -> Any:
     """The group promises kept beside reservation store ``store``; None where it has none.
 
     A :class:`~cortex.store.reservations.ReservationStore` (PostgreSQL, SQLite) has
     them; the in-memory store of the simulator does not, and its groups are promised
     member by member.
     """
-    if not isinstance(store, ReservationStore):
-        return None
-    found = _STORES.get(store)
-    if found is None:
-        found = _STORES[store] = GroupPromiseStore(store)
-    return found
+    groups = getattr(store, "groups", None)
+    return groups() if callable(groups) else None
 
 
 def group_promises(store: Any, now: datetime) -> list[dict[str, Any]]:
@@ -196,17 +195,26 @@ def _ms(started: float) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def _answer(result: PipelineResult, hosts: list[str], step: StepResult,
-            removed: Iterable[str] = ()) -> PipelineResult:
-    """``result`` answering ``hosts`` (in this order) with ``step`` added."""
-    gone = set(removed) | (set(result.hosts) - set(hosts))
+def _answer(result: PipelineResult, hosts: list[str], step: StepResult) -> PipelineResult:
+    """``result`` answering ``hosts`` (in this order) with ``step`` added.
+
+    A promised host put first also weighs the most (a caller that ranks by the weights,
+    the Kubernetes extender's prioritize, then prefers it too): one more than the best
+    other's when it did not already.
+    """
     final = result.weights
     kept = dict(zip(final.names, final.values_in_order, strict=True))
     ordered = [h for h in hosts if h in kept]
-    weights = HostWeights(ordered, [kept[h] for h in ordered]) if gone or ordered != list(
-        final.names) else final
+    values = [kept[h] for h in ordered]
+    lead = hosts[0] if hosts and hosts[0] not in result.unknown_hosts else None
+    if lead is not None and lead not in kept:  # a filter of the call removed it
+        ordered, values = [lead, *ordered], [max(values, default=0.0) + 1.0, *values]
+    elif len(values) > 1 and ordered[0] == lead and max(values[1:]) >= values[0]:
+        values[0] = max(values[1:]) + 1.0
+    if ordered == list(final.names) and values == list(final.values_in_order):
+        return dataclasses.replace(result, hosts=list(hosts), steps=[*result.steps, step])
     return dataclasses.replace(result, hosts=list(hosts), steps=[*result.steps, step],
-                               weights=weights)
+                               weights=HostWeights(ordered, values))
 
 
 def _judged(result: PipelineResult, base: KnowledgeView) -> list[str]:
@@ -242,12 +250,16 @@ def _plan(pipeline: Pipeline, request: Any, base: KnowledgeView, view: Knowledge
     """The members' reservations, in member order: as many as fit, at most ``gang.members``.
 
     Each member takes the first host of ``ranking`` that passes the pipeline's filters
-    with the members before it counted (and the server group's policy allows).
+    with the members before it counted (and the server group's policy allows). A host
+    refused once is not tried again: members only take room.
     """
     members: list[Reservation] = []
     group = request.server_group
     refused: set[str] = set()
+    # a later member is no instance yet: the rules count every member planned as a sibling
+    later = dataclasses.replace(request, instance_uuid=None)
     for index in range(gang.members):
+        asking = request if index == 0 else later
         planned = _with(view, base, current, members, request.instance_uuid, now) \
             if members or current is not None else view
         for host in ranking:
@@ -259,7 +271,7 @@ def _plan(pipeline: Pipeline, request: Any, base: KnowledgeView, view: Knowledge
                 here = sum(1 for m in members if m.host == host)
                 if here + group_members_on_host(base.hosts[host], group) >= gang.max_per_host:
                     continue
-            if refusal(pipeline, request, planned, host) is not None:
+            if refusal(pipeline, asking, planned, host) is not None:
                 refused.add(host)  # it only fills as members are added
                 continue
             state = planned.hosts[host]
@@ -274,7 +286,7 @@ def _plan(pipeline: Pipeline, request: Any, base: KnowledgeView, view: Knowledge
 
 
 def _first(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: KnowledgeView,
-           result: PipelineResult, groups: GroupPromiseStore, gang: Gang, ttl: float,
+           result: PipelineResult, groups: Any, gang: Gang, ttl: float,
            now: datetime, started: float, metrics: Any) -> PipelineResult | None:
     """The first member's call: plan, re-check under the locks, promise all or refuse."""
     ranking = _judged(result, base)
@@ -292,11 +304,8 @@ def _first(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: Know
                           list(dict.fromkeys(m.host for m in members)), gang, current,
                           ttl, now)
             if [m.host for m in again] == [m.host for m in members]:
-                promise = GroupPromise(gang.key, request.service, gang.members, len(members),
-                                       gang.min_count, tuple(m.host for m in members),
-                                       tuple(m.id for m in members), now,
-                                       now + timedelta(seconds=ttl))
-                held.promise(promise, members)
+                promise = held.promise(request.service, gang.members, gang.min_count,
+                                       members)
         if held.made is not None:
             _count(metrics, request.service, "placed")
             first = members[0].host
@@ -317,14 +326,14 @@ def _first(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: Know
         removed=dict.fromkeys(result.hosts, reason), detail=reason))
 
 
-def _fresh(overlaid: KnowledgeView, base: KnowledgeView, groups: GroupPromiseStore,
+def _fresh(overlaid: KnowledgeView, base: KnowledgeView, groups: Any,
            request: Any, now: datetime) -> KnowledgeView:
     """``base`` with every reservation the store holds now (read from its table)."""
     return with_reservations(base, groups.reservations(now), now, request.instance_uuid)
 
 
 def _later(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: KnowledgeView,
-           result: PipelineResult, groups: GroupPromiseStore, group: GroupPromise,
+           result: PipelineResult, groups: Any, group: Any,
            now: datetime, started: float) -> PipelineResult | None:
     """A later member's call: its promised host first, re-checked by the filters."""
     slots = groups.slots(group, now)
@@ -354,15 +363,20 @@ def _later(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: Know
 
 def _without(overlaid: KnowledgeView, base: KnowledgeView, slot: Reservation, own: str | None,
              now: datetime) -> KnowledgeView:
-    """``overlaid`` with ``slot``'s room on its host left out: the member's own room."""
+    """``overlaid`` with ``slot`` left out: its room is the member's own.
+
+    Left out of its host's state and of the view's reservations, so that the fabric
+    rules count it as the member to come, not as a sibling already placed.
+    """
     others = [r for r in others_on(overlaid.reservations, slot.host, own) if r.id != slot.id]
     state = reserve_host(base.hosts[slot.host], pending(others, base, now))
     return dataclasses.replace(
         overlaid, hosts=MappingProxyType(ChainMap({slot.host: state}, overlaid.hosts)),  # type: ignore[arg-type]
+        reservations=tuple(r for r in overlaid.reservations if r.id != slot.id),
         base=overlaid, overlaid=overlaid.overlaid | {slot.host})
 
 
-def _detail(what: str, group: GroupPromise) -> str:
+def _detail(what: str, group: Any) -> str:
     """The step's detail: what was done, and the group's promise as JSON."""
     return f"{what}: {json.dumps(group.as_dict(), sort_keys=True)}"
 
@@ -373,7 +387,7 @@ def _count(metrics: Any, service: str, outcome: str) -> None:
         metrics.group_placements.labels(service, outcome).inc()
 
 
-def count_expired(groups: GroupPromiseStore, now: datetime, metrics: Any = None) -> int:
+def count_expired(groups: Any, now: datetime, metrics: Any = None) -> int:
     """Delete the group promises expired at ``now`` and count those members left unclaimed.
 
     A promise counts as ``expired`` in ``cortex_group_placements_total`` when some of its

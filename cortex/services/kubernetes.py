@@ -15,6 +15,12 @@ answers; this service does what lies between, as kube-scheduler's extender proto
   Binding refused with 409 for a pod the API server shows on that very node already
   (a bind retried after its answer was lost) is a success. GPU demand is recorded once
   per pod, with the decision of its first bind (:func:`cortex.store.kubernetes.placement_id`).
+- A pod of a pod group (the ``scheduling.x-k8s.io/pod-group`` label; its size the
+  ``pod-group-size`` annotation, else its PodGroup's ``minMember``, read once per worker
+  from the API server) is promised at filter and prioritize too
+  (:func:`cortex.scheduler.groups.holding`): the first member's call holds the whole
+  group's room or fails every node with the reason; a later member's promised node
+  comes first and weighs the most.
 - :func:`scaled_scores`: prioritize's whole scores 0..10 from the final weights.
 
 Each worker keeps the newest :data:`KEPT` pods seen by filter (for their bind) and the
@@ -42,8 +48,9 @@ from cortex.knowledge.loader import KUBERNETES
 from cortex.kubernetes.client import NO_API_SERVER, KubernetesApi, KubernetesError
 from cortex.request.base import BadRequest
 from cortex.request.devices import DeviceCatalog
-from cortex.request.kubernetes import PodCall, to_request
+from cortex.request.kubernetes import POD_GROUP_LABELS, PodCall, to_request
 from cortex.rules.pod_fit import node_refusals
+from cortex.scheduler.groups import holding
 from cortex.scheduler.service import RunOptions, SchedulerService, SchedulingFailed
 from cortex.store.kubernetes import placement_id, placement_recorded, remember_labels
 
@@ -129,6 +136,7 @@ class Extender:
         self.learn_labels = learn_labels
         self._pods = _Kept()
         self._placed = _Kept()
+        self._groups = _Kept()
 
     def _remember_labels(self, call: PodCall, request_id: str | None) -> None:
         """Store the labels of offered nodes whose labels the knowledge does not hold yet.
@@ -169,7 +177,7 @@ class Extender:
             admitted = PodCall(call.pod, tuple(n for n in call.node_names
                                                if n not in unresolvable),
                                call.nodes, call.by_name)
-            request = to_request(admitted, self.devices)
+            request = to_request(admitted, self.devices, self._min_member(call.pod, request_id))
         except BadRequest as exc:
             LOG.info("kubernetes extender: pod %s fails every node: %s (request_id=%s)",
                      pod_name(call.pod), exc, request_id)
@@ -179,12 +187,14 @@ class Extender:
         if not admitted.node_names:
             return Judgement(None, {}, unresolvable)
         log.bind_caller(request.request_id, None)
-        decision = self.scheduler.schedule(request, JUDGE, time.perf_counter(), request_id)
+        decision = self.scheduler.schedule(request, holding(request, JUDGE),
+                                           time.perf_counter(), request_id)
         failed: dict[str, str] = {}
+        passing = set(decision.result or ())  # a pod group's promised node may come back
         for step in decision.steps:
             for host, reason in (step.removed or {}).items():
-                failed.setdefault(host, f"{step.name}: {reason}")
-        passing = set(decision.result or ())
+                if host not in passing:
+                    failed.setdefault(host, f"{step.name}: {reason}")
         for name in admitted.node_names:
             if name not in passing:
                 failed.setdefault(name, "not chosen by the pipeline")
@@ -205,7 +215,7 @@ class Extender:
         refused = node_refusals(call, self.scheduler.knowledge.view()).get(node)
         if refused is not None:
             raise BindRefused(f"node {node} cannot hold the pod: {refused}")
-        request = to_request(call, self.devices)
+        request = to_request(call, self.devices, self._min_member(pod, request_id))
         decision = self.scheduler.schedule(request, BIND, time.perf_counter(), request_id)
         if not decision.result:
             self.scheduler.record(replace(decision, demand=None))
@@ -225,6 +235,31 @@ class Extender:
                                           f"{bound}", exc.status) from None
                 raise
         self._record_placement(decision, uid, request_id)
+
+    def _min_member(self, pod: Mapping[str, Any], request_id: str | None) -> int | None:
+        """The ``minMember`` of the pod's PodGroup, read once per worker from the API server.
+
+        None without an API server, for a pod of no group, or when it cannot be read
+        (logged: the ``pod-group-size`` annotation alone sizes the group then).
+        """
+        metadata = pod.get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        group = next((labels[k] for k in POD_GROUP_LABELS if labels.get(k)), None)
+        if not group or not self.api.url:
+            return None
+        key = f"{metadata.get('namespace') or 'default'}/{group}"
+        if key in self._groups:
+            return self._groups.get(key)
+        try:
+            found = self.api.read_pod_group_min_member(*key.split("/", 1))
+        except KubernetesError as exc:
+            if exc.status != 404:  # none there: the annotation sizes the group
+                LOG.warning("kubernetes extender: PodGroup %s unreadable: %s (request_id=%s)",
+                            key, exc, request_id)
+                return None
+            found = None
+        self._groups.keep(key, found)
+        return found
 
     def _record_placement(self, decision: Decision, uid: str, request_id: str | None) -> None:
         """Record the decision of a bound pod: its demand the first time, none after.

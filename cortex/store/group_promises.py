@@ -84,18 +84,28 @@ class GroupLock:
     written); ``reservations``: the unexpired reservations on the locked hosts.
     """
 
+    key: str
     existing: GroupPromise | None
     reservations: list[Reservation]
     _write: Callable[[GroupPromise, list[Reservation]], None] = field(repr=False)
     made: GroupPromise | None = None
     written: list[Reservation] = field(default_factory=list)
 
-    def promise(self, group: GroupPromise, members: list[Reservation]) -> None:
-        """Write ``group`` and its ``members``' reservations (once; not over ``existing``)."""
-        if self.made is not None or self.existing is not None:
-            raise RuntimeError(f"group {group.key}: already promised")
-        self._write(group, members)
-        self.made, self.written = group, list(members)
+    def promise(self, service: str, members: int, min_count: int,
+                placed: list[Reservation]) -> GroupPromise:
+        """Write the group's promise of ``members`` (``placed``: their reservations).
+
+        Once, and not over ``existing`` (RuntimeError). The promise's hosts, ids and
+        times are the reservations' (member order); returns it.
+        """
+        if self.made is not None or self.existing is not None or not placed:
+            raise RuntimeError(f"group {self.key}: already promised, or nothing to promise")
+        group = GroupPromise(self.key, service, members, len(placed), min_count,
+                             tuple(r.host for r in placed), tuple(r.id for r in placed),
+                             placed[0].created_at, placed[0].expires_at)
+        self._write(group, placed)
+        self.made, self.written = group, list(placed)
+        return group
 
 
 def _group(row: Any) -> GroupPromise:
@@ -131,10 +141,19 @@ class GroupPromiseStore:
 
     @staticmethod
     def _read_group(connection: Connection, key: str, now: datetime) -> GroupPromise | None:
+        """Group ``key``'s promise, None when expired or when none of its reservations is left.
+
+        A promise whose every reservation is gone (pruned, or each member promised
+        elsewhere since) holds nothing: the group is placed anew.
+        """
         row = connection.execute(select(_GROUPS).where(_GROUPS.id == key)).first()
         if row is None or _aware(row.expires_at) <= now:
             return None
-        return _group(row)
+        group = _group(row)
+        left = connection.execute(select(_RESERVATIONS.id).where(
+            _RESERVATIONS.id.in_(group.reservations), _RESERVATIONS.expires_at > now)
+            .limit(1)).first()
+        return group if left is not None else None
 
     def find(self, key: str, now: datetime) -> GroupPromise | None:
         """Group ``key``'s promise unexpired at ``now``, None when there is none."""
@@ -169,7 +188,7 @@ class GroupPromiseStore:
                     reservations=list(group.reservations), created_at=group.created_at,
                     expires_at=group.expires_at))
 
-            held = GroupLock(existing, [_reservation(r) for r in rows], write)
+            held = GroupLock(key, existing, [_reservation(r) for r in rows], write)
             yield held
             if held.made is None:
                 connection.rollback()

@@ -200,6 +200,7 @@ class ReservationStore:
         self._engine = engine
         self._reader = _autocommit(engine)
         self._local = threading.Lock()
+        self._groups: Any = None
         self._replace = _replace_statement(engine.dialect.name)
         if self._postgres:
             self._sql = {name: str(statement.compile(dialect=engine.dialect))
@@ -215,6 +216,17 @@ class ReservationStore:
     def process_lock(self) -> threading.Lock:
         """The lock that serialises promises in this process where the database has none."""
         return self._local
+
+    def groups(self) -> Any:
+        """The group promises beside these reservations, one per store.
+
+        A :class:`cortex.store.group_promises.GroupPromiseStore` on the same engine.
+        """
+        if self._groups is None:
+            from cortex.store.group_promises import GroupPromiseStore  # it builds on this
+
+            self._groups = GroupPromiseStore(self)
+        return self._groups
 
     def announce(self, *made: Reservation) -> None:
         """Hand reservations just committed to the process's feed (its NOTIFY comes later)."""

@@ -128,7 +128,7 @@ def api(cluster):
     stop_app(app)
     fake.close()
     with engine.begin() as connection:
-        for table in ("inflight_reservations", "gpu_demand", "decisions"):
+        for table in ("inflight_reservations", "group_promises", "gpu_demand", "decisions"):
             connection.exec_driver_sql(f"DELETE FROM {table}")
 
 
@@ -182,11 +182,18 @@ def test_keys_are_read_as_go_reads_them_case_insensitively(api):
 
 def test_filter_with_names_only_answers_names(api):
     client, _, _ = api
-    status, answer = post(client, "filter", body("filter-node-names.json"))
+    args = body("filter-node-names.json")
+    del args["Pod"]["metadata"]["labels"]  # a pod of no group
+    status, answer = post(client, "filter", args)
     assert status == 200 and answer["Nodes"] is None
     # an 8-GPU pod fits only the two boards with all their GPUs free
     assert answer["NodeNames"] == ["gpu-00", "gpu-03"]
     assert set(answer["FailedNodes"]) == {"gpu-01", "gpu-02"}
+    # as one of its pod group of eight (the fixture's), it is refused whole
+    status, answer = post(client, "filter", body("filter-node-names.json"))
+    assert status == 200 and answer["NodeNames"] == []
+    assert set(answer["FailedNodes"]) == {"gpu-00", "gpu-01", "gpu-02", "gpu-03"}
+    assert "2 of 8 members fit" in answer["FailedNodes"]["gpu-00"]
 
 
 def test_prioritize_scores_every_offered_node_once_from_0_to_10(api):
