@@ -23,12 +23,26 @@ exporter joined to the hosts, see the commented query in prometheus-queries.yaml
 ``[energy] default_carbon_intensity``. Emission is ``watts / 1000 * intensity``: the
 rate of the hosts' GPU draw now, like weigher_gpu_energy's grams per hour (which
 weighs one more GPU; these count what the zone draws).
+
+One more busy GPU (:func:`added_watts`, what ``weigher_gpu_energy`` weighs and what a
+placed GPU create records as ``power_delta_watts``): per requested GPU, the power the
+placement adds is what a busy GPU of the host draws above an idle one. From DCGM
+(``gpu.power_watts``, summed over the host's GPUs): a GPU model's idle draw is the mean
+per GPU on hosts of that model with no GPU in use (``idle_watts`` when the view has
+none), and a host's busy GPUs draw ``(power - idle GPUs * idle) / busy GPUs``; a host
+with no GPU in use counts its model's mean busy draw over the view
+(``default_busy_watts`` when none is known). Idle power is paid whether or not a guest
+is placed there, so only the increment counts; a host with no GPU in use is charged
+``idle_host_watts`` more per GPU (what it could save kept idle). The per-model draws
+(:class:`ModelDraws`) are computed once per knowledge view. :func:`cooling` is the
+overhead of a host whose hottest GPU (``gpu.temperature_celsius``) runs warm.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from cortex.conf import Config, zone_values
 from cortex.knowledge.kpis import host_gpus, zone_of
@@ -154,3 +168,117 @@ class EnergySettings:
         return cls(zone_values(conf.get("energy", "carbon_intensity")),
                    conf.get("energy", "default_carbon_intensity"),
                    conf.get("energy", "export_hosts"))
+
+
+#: The Prometheus feature of a host's hottest GPU, degrees Celsius.
+TEMPERATURE_FEATURE = "gpu.temperature_celsius"
+
+
+@dataclass(frozen=True)
+class DrawDefaults:
+    """Watts per GPU the draw model assumes where the view measures none.
+
+    ``idle_watts``: an idle GPU; ``default_busy_watts``: a busy one; ``idle_host_watts``:
+    what a host with no GPU in use is charged more per GPU. ``weigher_gpu_energy``'s
+    options carry the same three names and may stand in for these.
+    """
+
+    idle_watts: float = 60.0
+    default_busy_watts: float = 300.0
+    idle_host_watts: float = 0.0
+
+
+_BUSY: dict[int, tuple] = {}
+
+
+def busy_gpus(topology) -> int:
+    """GPUs a guest uses: passed through, or with vGPUs or MIG instances in use.
+
+    Kept per topology (by identity, the topology held): every view asks for every host.
+    """
+    entry = _BUSY.get(id(topology))
+    if entry is not None and entry[0] is topology:
+        return entry[1]
+    busy = sum(1 for g in topology.gpus if g.in_use or g.vgpus_in_use
+               or any(i.in_use for i in g.mig_instances))
+    if len(_BUSY) >= 50000:
+        _BUSY.clear()
+    _BUSY[id(topology)] = (topology, busy)
+    return busy
+
+
+def _product(topology) -> str | None:
+    """The GPU model (PCI product id) of a host's first GPU."""
+    return topology.gpus[0].device_id if topology is not None and topology.gpus else None
+
+
+class ModelDraws:
+    """Per GPU model (PCI product id): mean idle watts per GPU and mean busy watts per GPU."""
+
+    def __init__(self, view, idle_default: float) -> None:
+        idle: dict[str | None, list[float]] = {}
+        busy: dict[str | None, list[float]] = {}
+        hosts = [(h, h.features.get(POWER_FEATURE)) for h in view.hosts.values()]
+        hosts = [(h, w) for h, w in hosts if w is not None and h.topology is not None
+                 and h.topology.gpus]
+        for host, watts in hosts:
+            if not busy_gpus(host.topology):
+                idle.setdefault(_product(host.topology), []).append(
+                    watts / len(host.topology.gpus))
+        self.idle = {p: sum(v) / len(v) for p, v in idle.items()}
+        for host, watts in hosts:
+            used = busy_gpus(host.topology)
+            if used:
+                per_idle = self.idle.get(_product(host.topology), idle_default)
+                free = len(host.topology.gpus) - used
+                busy.setdefault(_product(host.topology), []).append(
+                    (watts - free * per_idle) / used)
+        self.busy = {p: sum(v) / len(v) for p, v in busy.items()}
+
+
+_DRAWS: list = [None, None]  # [view, ModelDraws]: the last view's draws (by identity)
+
+
+def model_draws(view, idle_default: float) -> ModelDraws:
+    """The ModelDraws of ``view``, computed once per view (cached by identity)."""
+    cached_view, draws = _DRAWS
+    if cached_view is not view or draws is None:
+        draws = ModelDraws(view, idle_default)
+        _DRAWS[:] = [view, draws]
+    return draws
+
+
+def added_watts(host, draws: ModelDraws | None, defaults: Any = DrawDefaults()) -> float:
+    """Watts one more busy GPU adds on ``host`` (the module docstring's model).
+
+    ``draws``: the view's per-model draws (None: none known); ``defaults``: a
+    :class:`DrawDefaults` or anything with its three attributes.
+    """
+    topology, power = host.topology, host.features.get(POWER_FEATURE)
+    product = _product(topology)
+    idle = draws.idle.get(product, defaults.idle_watts) if draws else defaults.idle_watts
+    gpus = len(topology.gpus) if topology is not None else 0
+    busy = busy_gpus(topology) if topology is not None else 0
+    if busy and power is not None:
+        per_busy = (power - (gpus - busy) * idle) / busy
+    else:
+        per_busy = draws.busy.get(product) if draws else None
+        if per_busy is None:
+            per_busy, idle = defaults.default_busy_watts, defaults.idle_watts
+    added = max(0.0, per_busy - idle)
+    if gpus and not busy:
+        added += defaults.idle_host_watts
+    return added
+
+
+def cooling(host, per_celsius: float, from_celsius: float) -> float:
+    """The cooling overhead of ``host``: a factor of 1 or more.
+
+    ``1 + per_celsius * (T - from_celsius)`` when its hottest GPU's temperature ``T``
+    is above ``from_celsius``, else 1.
+    """
+    temperature = host.features.get(TEMPERATURE_FEATURE)
+    factor = 1.0
+    if temperature is not None and temperature > from_celsius:
+        factor += per_celsius * (temperature - from_celsius)
+    return factor

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cortex.knowledge.energy import DrawDefaults, added_watts, model_draws
 from cortex.knowledge.gpu_names import ANY_MODEL, gpu_model, names_by_product
 from cortex.knowledge.view import HostState, KnowledgeView
-from cortex.plugins.weighers.gpu_energy import GpuEnergyOptions, GpuEnergyWeigher
 from cortex.request.nova import NovaRequest
 
 
@@ -57,7 +57,7 @@ def requested_model(request: NovaRequest, view: KnowledgeView,
 
 
 def gpu_demand(request: Any, view: KnowledgeView, result: tuple[str, ...],
-               energy: GpuEnergyOptions | None = None) -> Mapping[str, Any] | None:
+               energy: Any = None) -> Mapping[str, Any] | None:
     """The demand of one answered call, or None when it is not GPU demand.
 
     ``request``: the parsed request (only a :class:`NovaRequest` create with GPUs or vGPUs
@@ -66,8 +66,9 @@ def gpu_demand(request: Any, view: KnowledgeView, result: tuple[str, ...],
     "host", "power_delta_watts"}``: whole GPUs and vGPUs over all ``num_instances``; outcome
     ``placed`` or ``refused``; the zone the request asked for, else the first host's;
     the watts the first host would draw more for the whole GPUs
-    (:meth:`GpuEnergyWeigher.added_watts` per GPU, with ``energy`` or the default
-    options; None when refused or the host is unknown).
+    (:func:`cortex.knowledge.energy.added_watts` per GPU, with ``energy``, the
+    ``weigher_gpu_energy`` step's options, or :class:`~cortex.knowledge.energy.DrawDefaults`;
+    None when refused or the host is unknown).
     """
     if not isinstance(request, NovaRequest) or request.intent != "create":
         return None
@@ -77,8 +78,9 @@ def gpu_demand(request: Any, view: KnowledgeView, result: tuple[str, ...],
     host = view.hosts.get(result[0]) if result else None
     power = None
     if host is not None and request.gpu_count:
-        weigher = GpuEnergyWeigher(energy or GpuEnergyOptions()).bind(request, view)
-        power = round(weigher.added_watts(host) * request.gpu_count * request.num_instances, 1)
+        defaults = energy or DrawDefaults()
+        watts = added_watts(host, model_draws(view.root, defaults.idle_watts), defaults)
+        power = round(watts * request.gpu_count * request.num_instances, 1)
     zone = request.availability_zone or (host.availability_zone if host is not None else None)
     return {"model": requested_model(request, view, host), "flavor": request.flavor.name,
             "availability_zone": zone,
@@ -89,10 +91,13 @@ def gpu_demand(request: Any, view: KnowledgeView, result: tuple[str, ...],
             "host": result[0] if result else None, "power_delta_watts": power}
 
 
-def energy_options(pipeline: Any) -> GpuEnergyOptions | None:
-    """The options of ``pipeline``'s ``weigher_gpu_energy`` step, None without one."""
+def energy_options(pipeline: Any) -> Any:
+    """The options of ``pipeline``'s ``weigher_gpu_energy`` step, None without one.
+
+    They carry :class:`~cortex.knowledge.energy.DrawDefaults`' three attributes.
+    """
     for step in getattr(pipeline, "weighers", ()):
-        plugin = getattr(step, "plugin", None)
-        if isinstance(plugin, GpuEnergyWeigher):
+        plugin: Any = getattr(step, "plugin", None)
+        if getattr(plugin, "name", None) == "weigher_gpu_energy":
             return plugin.options
     return None
