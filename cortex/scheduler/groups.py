@@ -30,8 +30,10 @@ lone call is (:mod:`cortex.scheduler.promise`). Slots no member takes expire wit
 reservations' time-to-live; a member Nova places elsewhere stops counting once the
 synced view shows it (:func:`cortex.knowledge.reservations.pending`).
 
-Counted in ``cortex_group_placements_total{service,outcome}`` (``placed``,
-``refused_whole``; ``expired`` by :func:`count_expired`). The decision record carries
+Counted in ``cortex_group_placements_total{service,outcome}``: ``placed``,
+``refused_whole``, and ``expired`` for a promise that expired with slots no member took,
+counted by the worker whose next first call of a group deletes it
+(:func:`count_expired`). The decision record carries
 the promise in the ``inflight_reservations`` step's ``detail``.
 """
 
@@ -181,6 +183,7 @@ def promise_group(pipeline: Pipeline, request: Any, base: KnowledgeView,
     try:
         existing = groups.find(gang.key, now)
         if existing is None:
+            count_expired(groups, now, metrics)
             return _first(pipeline, request, base, overlaid, result, groups, gang, ttl, now,
                           started, metrics)
         return _later(pipeline, request, base, overlaid, result, groups, existing, now,

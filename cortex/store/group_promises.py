@@ -250,19 +250,20 @@ class GroupPromiseStore:
     def prune(self, now: datetime) -> list[tuple[GroupPromise, int]]:
         """Delete the group promises expired at ``now``: each, and its slots no member took.
 
-        The slots are counted among the group's reservations still stored (an expired
-        reservation is deleted by :meth:`ReservationStore.prune`; prune groups first).
+        Each row is deleted by one caller only (``DELETE ... RETURNING``), so concurrent
+        workers never report the same promise twice. The slots are counted among the
+        group's reservations still stored (an expired reservation is deleted by
+        :meth:`ReservationStore.prune`; until then it is counted here).
         """
         pruned = []
         with self._engine.begin() as connection:
-            for row in connection.execute(select(_GROUPS).where(_GROUPS.expires_at <= now)):
+            rows = connection.execute(delete(_GROUPS).where(_GROUPS.expires_at <= now)
+                                      .returning(*_GROUPS.__table__.columns)).all()
+            for row in rows:
                 group = _group(row)
                 unclaimed = len(connection.execute(select(_RESERVATIONS.id).where(
                     _RESERVATIONS.id.in_(group.reservations),
                     _RESERVATIONS.instance_uuid.is_(None))).all())
                 pruned.append((group, unclaimed))
-            if pruned:
-                connection.execute(delete(_GROUPS).where(
-                    _GROUPS.id.in_([g.key for g, _ in pruned])))
         return pruned
 

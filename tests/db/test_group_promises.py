@@ -179,3 +179,60 @@ def test_fifty_concurrent_groups_for_room_that_holds_ten_never_over_promise(stor
     assert len(placed) == 10 and len(answers) == 50
     rows = store.active(datetime.now(UTC))
     assert len(rows) == 20 and len({r.host for r in rows}) == 20  # one 8-GPU member a board
+
+
+def test_a_member_offered_no_promised_board_frees_one_slot_and_is_promised_alone(store):
+    current = fleet(free=4)
+    hosts = list(current.hosts)
+    scheduler, _ = service(current, store)
+    scheduler.schedule(member(hosts, 0, members=2), LIVE)
+    promised = group_store(store).find("request:req-gang", datetime.now(UTC))
+    assert promised.hosts == ("g00", "g01")
+    elsewhere = [h for h in hosts if h not in promised.hosts]
+    answer = scheduler.schedule(member(elsewhere, 1, members=2), LIVE).result
+    assert answer[0] in elsewhere
+    held = sorted((r.host, r.instance_uuid) for r in store.active(datetime.now(UTC)))
+    assert held == sorted([("g00", "req-gang-i0"), (answer[0], "req-gang-i1")])
+
+
+def cpu_member(hosts, index, policy, members=4, per_host="1"):
+    """Member ``index`` of a multi-create of small CPU instances in a server group."""
+    group = {"uuid": "sg-1", "policy": policy, "members": [], "hosts": [],
+             "_rules": {"max_server_per_host": per_host}}
+    return nova("cpu-general-purpose", hosts=hosts, flavor={"root_gb": 0},
+                spec={"num_instances": members, "instance_uuid": f"req-sg-i{index}",
+                      "instance_group": {"nova_object.data": group}},
+                context={"request_id": "req-sg", "global_request_id": None})
+
+
+@pytest.mark.parametrize(("policy", "per_host", "free", "spread"), [
+    ("anti-affinity", "1", 4, 4), ("anti-affinity", "2", 2, 2), ("affinity", "1", 4, 1)])
+def test_a_server_groups_policy_holds_for_the_whole_plan(store, policy, per_host, free, spread):
+    current = fleet(free=free)
+    scheduler, _ = service(current, store)
+    decision = scheduler.schedule(cpu_member(list(current.hosts), 0, policy,
+                                             per_host=per_host), LIVE)
+    assert decision.result
+    promised = group_store(store).find("request:req-sg", datetime.now(UTC))
+    assert promised.placed == 4 and len(set(promised.hosts)) == spread
+
+
+def test_an_anti_affinity_group_wider_than_the_hosts_is_refused_whole(store, engine):
+    current = fleet(free=3)
+    scheduler, registry = service(current, store)
+    assert scheduler.schedule(cpu_member(list(current.hosts), 0, "anti-affinity"),
+                              LIVE).result == ()
+    assert stored(engine) == (0, 0)
+    assert counted(registry, "refused_whole") == 1
+
+
+def test_an_expired_promise_with_unclaimed_slots_is_counted_by_the_next_group(store):
+    current = fleet(free=8)
+    hosts = list(current.hosts)
+    scheduler, registry = service(current, store, ttl=60)
+    scheduler.schedule(member(hosts, 0, request_id="req-old"), LIVE)
+    later = datetime.now(UTC) + timedelta(seconds=120)
+    scheduler.schedule(member(hosts, 0, request_id="req-new"),
+                       RunOptions(pipeline="kvm-gpu-topology-aware", now=later))
+    assert counted(registry, "expired") == 1
+    assert [g.key for g in group_store(store).active(later)] == ["request:req-new"]
