@@ -45,20 +45,24 @@ def fleet_host(name: str, report: Mapping[str, Any], index: int = 0, cpu_ratio: 
 
 
 @contextmanager
-def fleet_app(database_url: str, hosts: Sequence[Mapping[str, Any]], filters: Sequence[str],
-              workdir: Path, **overrides: Any) -> Iterator[Any]:
+def fleet_app(database_url: str, hosts: Sequence[Mapping[str, Any]],
+              filters: Sequence[str | Mapping[str, Any]], workdir: Path,
+              aggregates: Sequence[Mapping[str, Any]] = (), **overrides: Any) -> Iterator[Any]:
     """A Flask app whose Nova default pipeline runs ``filters`` over ``hosts`` (fleet hosts).
 
-    ``overrides``: more ``{"section.option": value}`` settings. Closes the decision
-    writer and the engine on exit.
+    ``filters``: step names, or pipeline steps (``{"name", "options"}``); ``aggregates``:
+    fleet-file aggregates. ``overrides``: more ``{"section.option": value}`` settings.
+    Closes the decision writer and the engine on exit.
     """
     engine = make_engine(database_url)
     migrate.upgrade(engine)
     with engine.begin() as connection:
-        import_fleet(connection, {"hosts": [dict(h) for h in hosts]})
+        import_fleet(connection, {"hosts": [dict(h) for h in hosts],
+                                  "aggregates": [dict(a) for a in aggregates]})
     pipelines = workdir / "pipelines.yaml"
+    steps = [{"name": f} if isinstance(f, str) else dict(f) for f in filters]
     pipelines.write_text(yaml.safe_dump({"defaults": {"nova": "p"}, "pipelines": {"p": {
-        "service": "nova", "filters": [{"name": n} for n in filters]}}}))
+        "service": "nova", "filters": steps}}}))
     settings = {"api.auth_strategy": "noauth", "scheduler.reservation_ttl": 0.0,
                 "database.connection": database_url, "database.knowledge_check_interval": 0.0,
                 "scheduler.pipelines_file": str(pipelines)} | overrides
