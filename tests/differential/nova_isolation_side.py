@@ -13,8 +13,10 @@ writes JSON lines to stdout:
 * ``{"kind": "request", "id", "project", "image", "group", "intent", "body",
   "nova": {host: bool}, "why": {host: {filter: bool}}}``: every pair judged by
   AggregateMultiTenancyIsolation, AggregateImagePropertiesIsolation,
-  IsolatedHostsFilter, ServerGroupAffinityFilter and ServerGroupAntiAffinityFilter
-  through ``BaseHostFilter._filter_one`` (``RUN_ON_REBUILD`` holds).
+  IsolatedHostsFilter, ServerGroupAffinityFilter, ServerGroupAntiAffinityFilter and
+  AggregateInstanceExtraSpecsFilter through ``BaseHostFilter._filter_one``
+  (``RUN_ON_REBUILD`` holds); ``"raises"`` where a filter raised ``ValueError`` (a
+  numeric operator on metadata that is no number: Nova fails the whole request).
 
 A group's ``hosts`` are its members' hosts, as the conductor fills them.
 """
@@ -36,6 +38,7 @@ from nova.scheduler import host_manager  # noqa: E402
 from nova.scheduler.filters import (  # noqa: E402
     affinity_filter,
     aggregate_image_properties_isolation,
+    aggregate_instance_extra_specs,
     aggregate_multitenancy_isolation,
     isolated_hosts_filter,
 )
@@ -49,13 +52,24 @@ FILTERS = {
     "filter_isolated_hosts": isolated_hosts_filter.IsolatedHostsFilter,
     "filter_server_group_affinity": affinity_filter.ServerGroupAffinityFilter,
     "filter_server_group_anti_affinity": affinity_filter.ServerGroupAntiAffinityFilter,
+    "filter_aggregate_instance_extra_specs":
+        aggregate_instance_extra_specs.AggregateInstanceExtraSpecsFilter,
 }
+#: Flavor extra specs AggregateInstanceExtraSpecsFilter reads (scoped and unscoped); a
+#: numeric operator on a value that is no number makes Nova raise.
+SPECS = (("aggregate_instance_extra_specs:ssd", ("true", "false", "<in> tru", "s== true")),
+         ("aggregate_instance_extra_specs:os_distro", ("<or> rhel <or> ubuntu", "sles")),
+         ("aggregate_instance_extra_specs:cores", (">= 8", "== 16", "<= 4", "16")),
+         ("aggregate_instance_extra_specs:filter_tenant_id", ("<in> pa", "<all-in> pa pb")),
+         ("ssd", ("true",)), ("hw:cpu_policy", ("shared",)),
+         ("aggregate_instance_extra_specs:ssd#raises", (">= 1",)))
 METADATA = ({"filter_tenant_id": "pa"}, {"filter_tenant_id": "pa, pb", "filter_tenant_id2": "pc"},
             {"filter_tenant_id": ""}, {"hw_architecture": "x86_64"},
             {"hw_architecture": "aarch64,x86_64", "os_distro": "ubuntu"},
             {"os_distro": "rhel", "ssd": "true"}, {"hw_vm_mode": "hvm"}, {},
             {"img_hv_type": "kvm"}, {"isolate.hw_architecture": "x86_64"},
-            {"hw_maxphysaddr_bits": "40"}, {"os_secure_boot": "required"})
+            {"hw_maxphysaddr_bits": "40"}, {"os_secure_boot": "required"},
+            {"cores": "16", "ssd": "false"}, {"cores": "4,32"})
 IMAGES = [str(uuid.UUID(int=1000 + i)) for i in range(4)]
 PROPS = {"hw_architecture": ("x86_64", "aarch64"), "os_distro": ("ubuntu", "rhel", "sles"),
          "hw_vm_mode": ("hvm", "xen"), "img_hv_type": ("kvm", "qemu"),
@@ -123,8 +137,11 @@ def generate(seed: int, requests: int, hosts: int, candidates: int, out) -> None
         project = rng.choice(("pa", "pb", "pc", "pd", "p"))
         image = {k: rng.choice(v) for k, v in PROPS.items() if rng.random() < 0.3}
         intent = "rebuild" if rng.random() < 0.1 else "create"
-        spec = build_spec({}, image, {"vcpus": 1, "memory_mb": 512, "intent": intent,
-                                      "id": made})
+        specs = {}
+        for key, values in rng.sample(SPECS, rng.choice((0, 0, 0, 1, 2))):
+            specs[key.split("#")[0]] = rng.choice(values)
+        spec = build_spec(specs, image, {"vcpus": 1, "memory_mb": 512, "intent": intent,
+                                         "id": made})
         spec.project_id = project
         spec.image.id = rng.choice(IMAGES[:2] if rng.random() < 0.2 else IMAGES[2:])
         group = make_group(rng, fleet)
@@ -134,13 +151,22 @@ def generate(seed: int, requests: int, hosts: int, candidates: int, out) -> None
         if intent == "rebuild":
             chosen = chosen[:1]
             spec.force_hosts, spec.force_nodes = chosen, chosen
-        why = {n: {name: bool(cls()._filter_one(states[n], spec))
-                   for name, cls in FILTERS.items()} for n in chosen}
+        why = {n: {name: _verdict(cls, states[n], spec) for name, cls in FILTERS.items()}
+               for n in chosen}
         out.write(json.dumps({
             "kind": "request", "id": made, "project": project, "image": image,
-            "image_id": spec.image.id, "group": group, "intent": intent,
+            "image_id": spec.image.id, "group": group, "intent": intent, "specs": specs,
             "body": body_of(spec, intent, chosen),
-            "nova": {n: all(w.values()) for n, w in why.items()}, "why": why}) + "\n")
+            "nova": {n: "raises" if "raises" in w.values() else all(w.values())
+                     for n, w in why.items()}, "why": why}) + "\n")
+
+
+def _verdict(cls, state, spec) -> bool | str:
+    """One filter through ``_filter_one``; ``"raises"`` where Nova raises instead."""
+    try:
+        return bool(cls()._filter_one(state, spec))
+    except ValueError:
+        return "raises"
 
 
 def main() -> None:
