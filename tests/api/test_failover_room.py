@@ -80,8 +80,8 @@ def test_options_outside_their_range_are_refused(options):
 
 
 def test_room_sized_by_instances_keeps_as_few_hosts_as_any_one_host_needs():
-    from cortex.plugins.filters.failover_room import gpu_instances, kept_hosts
     from cortex.request.nova import NovaRequest
+    from cortex.rules.failover import gpu_instances, kept_hosts
     from cortex.simulator.cloud import SimCloud
     from cortex.simulator.fleet import read_fleet
     from cortex.simulator.replay import request_body
