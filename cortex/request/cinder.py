@@ -32,8 +32,41 @@ class StorageType:
         return cls(id=value.get("id"), name=value.get("name"), extra_specs=frozen(specs))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StorageCall:
+    """What a Cinder and a Manila request share: the caller's pools, the size, the ids.
+
+    ``candidates``: the caller's pools in its order; ``size``: GiB asked;
+    ``availability_zones``: the zones asked for (empty: any); ``resource_properties``:
+    the spec's properties as sent; ``project_id``, ``request_id``,
+    ``global_request_id``: the caller's; ``pipeline``: the one the body names (None:
+    chosen by the rules). Keyword-only, so each service's own fields come first.
+    """
+
+    candidates: CandidateList
+    size: int
+    availability_zones: tuple[str, ...]
+    resource_properties: Mapping[str, Any]
+    snapshot_id: str | None
+    project_id: str | None
+    request_id: str | None = None
+    global_request_id: str | None = None
+    pipeline: str | None = None
+
+
+def caller_fields(body: Mapping[str, Any], props: Mapping[str, Any]) -> dict[str, Any]:
+    """The :class:`StorageCall` fields read from the body's hosts and context alone.
+
+    The project is the properties' ``project_id``, else the context's.
+    """
+    request_id, global_request_id, project = context_ids(body)
+    return {"candidates": parse_candidates(body), "project_id": props.get("project_id") or project,
+            "request_id": request_id, "global_request_id": global_request_id,
+            "pipeline": body.get("pipeline")}
+
+
 @dataclass(frozen=True, slots=True)
-class CinderRequest:
+class CinderRequest(StorageCall):
     """A Cinder scheduling request (``POST /scheduler/cinder/external``).
 
     ``size`` is GiB from ``volume_properties`` (``resource_properties`` as fallback).
@@ -43,14 +76,9 @@ class CinderRequest:
     in Cinder's filter properties, not in the body, so ``size`` is the current size.
     """
 
-    candidates: CandidateList
     operation: str
     volume_id: str | None
-    size: int
     volume_type: StorageType
-    availability_zones: tuple[str, ...]
-    resource_properties: Mapping[str, Any]
-    snapshot_id: str | None
     source_volid: str | None
     group_id: str | None
     backup_id: str | None
@@ -58,10 +86,6 @@ class CinderRequest:
     resource_backend: str | None
     multiattach: bool
     migration_policy: str | None
-    project_id: str | None
-    request_id: str | None = None
-    global_request_id: str | None = None
-    pipeline: str | None = None
     service: str = field(default="cinder", init=False)
 
     @property
@@ -80,10 +104,9 @@ class CinderRequest:
         spec = unwrap(body["spec"])
         props = unwrap(spec.get("volume_properties") or spec.get("resource_properties"))
         volume = unwrap(spec.get("volume"))
-        request_id, global_request_id, project = context_ids(body)
         zones = strings(spec.get("availability_zones")) or strings(props.get("availability_zone"))
         return cls(
-            candidates=parse_candidates(body),
+            **caller_fields(body, props),
             operation=spec.get("operation") or "create_volume",
             volume_id=spec.get("volume_id") or volume.get("id") or props.get("id"),
             size=int(props.get("size") or 0),
@@ -99,8 +122,4 @@ class CinderRequest:
             resource_backend=spec.get("resource_backend"),
             multiattach=bool(props.get("multiattach")),
             migration_policy=spec.get("migration_policy"),
-            project_id=props.get("project_id") or project,
-            request_id=request_id,
-            global_request_id=global_request_id,
-            pipeline=body.get("pipeline"),
         )

@@ -7,18 +7,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cortex.request.base import (
-    CandidateList,
-    context_ids,
     frozen,
-    parse_candidates,
     strings,
     unwrap,
 )
-from cortex.request.cinder import StorageType
+from cortex.request.cinder import StorageCall, StorageType, caller_fields
 
 
 @dataclass(frozen=True, slots=True)
-class ManilaRequest:
+class ManilaRequest(StorageCall):
     """A Manila scheduling request (``POST /scheduler/manila/external``).
 
     ``size`` is GiB from ``share_properties`` (``resource_properties`` as fallback).
@@ -32,25 +29,16 @@ class ManilaRequest:
     ``snapshot_host`` (Manila's own filters already keep compatible pools only).
     """
 
-    candidates: CandidateList
     share_id: str | None
-    size: int
     share_proto: str | None
     share_type: StorageType
-    availability_zones: tuple[str, ...]
     availability_zone_id: str | None
-    resource_properties: Mapping[str, Any]
     metadata: Mapping[str, Any]
-    snapshot_id: str | None
     snapshot_host: str | None
     share_group_id: str | None
     share_network_id: str | None
     active_replica_host: str | None
     all_replica_hosts: tuple[str, ...]
-    project_id: str | None
-    request_id: str | None = None
-    global_request_id: str | None = None
-    pipeline: str | None = None
     service: str = field(default="manila", init=False)
 
     @property
@@ -68,12 +56,11 @@ class ManilaRequest:
         """Parse a validated body (plain dict or ``versioned_object`` envelopes)."""
         spec = unwrap(body["spec"])
         props = unwrap(spec.get("share_properties") or spec.get("resource_properties"))
-        request_id, global_request_id, project = context_ids(body)
         replica_hosts = spec.get("all_replica_hosts") or ""
         if isinstance(replica_hosts, str):
             replica_hosts = [h for h in replica_hosts.split(",") if h]
         return cls(
-            candidates=parse_candidates(body),
+            **caller_fields(body, props),
             share_id=spec.get("share_id") or props.get("id"),
             size=int(props.get("size") or 0),
             share_proto=spec.get("share_proto") or props.get("share_proto"),
@@ -89,10 +76,6 @@ class ManilaRequest:
             or unwrap(spec.get("resource_properties")).get("share_network_id"),
             active_replica_host=spec.get("active_replica_host"),
             all_replica_hosts=strings(replica_hosts),
-            project_id=props.get("project_id") or project,
-            request_id=request_id,
-            global_request_id=global_request_id,
-            pipeline=body.get("pipeline"),
         )
 
 
