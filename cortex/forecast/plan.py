@@ -178,31 +178,47 @@ def forecast_documents(rows: Sequence[HourlyDemand],
     keys = set(series) | {k for k in supply if k[0] != ANY_MODEL}
     computed = now.astimezone(UTC).isoformat()
     window = (since, end, settings, computed)
-    documents = []
+    documents: list[dict[str, Any]] = []
+    fits: dict[bytes, tuple[Any, Any]] = {}  # one fit per distinct demand series
     for key in sorted(keys, key=lambda k: (k[0], k[1] or "")):
         asked, placed = series.get(key, (np.zeros(hours), np.zeros(hours)))
-        documents.append(_document(key, asked, placed, supply.get(key, Supply()), *window))
+        documents.append(_document(key, asked, placed, supply.get(key, Supply()), *window,
+                                   fits=fits))
     families = demand_series([replace(r, model=flavor_family(r.model,
                                                              settings.family_separators))
                               for r in flavor_rows], since, hours)
     for (family, zone), (asked, placed) in sorted(families.items(),
                                                   key=lambda i: (i[0][0], i[0][1] or "")):
         documents.append(_document((ANY_MODEL, zone), asked, placed, None, *window,
-                                   family=family))
+                                   family=family, fits=fits))
     return documents
 
 
 def _document(key: tuple[str, str | None], asked: np.ndarray, placed: np.ndarray,
               supply: Supply | None, since: datetime, end: datetime,
               settings: ForecastSettings, computed: str,
-              family: str | None = None) -> dict[str, Any]:
-    """The forecast document of one (model, zone), or of a flavor family's demand alone."""
-    predicted = model.forecast(asked, since, settings.horizon, settings.coverage,
-                               settings.paths, settings.seed)
+              family: str | None = None,
+              fits: dict[bytes, tuple[Any, Any]] | None = None) -> dict[str, Any]:
+    """The forecast document of one (model, zone), or of a flavor family's demand alone.
+
+    ``fits``: the forecasts and backtests of the demand series met so far, by the
+    series' bytes: a model in one zone, its all-zone sum and its flavor family often
+    ask the same GPUs hour by hour, and equal series give equal forecasts (the same
+    seed). The backtest runs first; the forecast's fit starts from its parameters.
+    """
+    fits = {} if fits is None else fits
+    found = fits.get(asked.tobytes())
+    if found is None:
+        check = (model.backtest(asked, since, folds=settings.backtest_folds,
+                                coverage=settings.coverage)
+                 if settings.backtest_folds else None)
+        predicted = model.forecast(asked, since, settings.horizon, settings.coverage,
+                                   settings.paths, settings.seed,
+                                   start_params=check.params if check is not None else None)
+        found = fits[asked.tobytes()] = (predicted, check)
+    predicted, check = found
     recent = placed[-model.WEEK:]
     placed_rate = float(recent.mean()) if len(recent) else 0.0
-    check = (model.backtest(asked, since, folds=settings.backtest_folds,
-                            coverage=settings.coverage) if settings.backtest_folds else None)
     shown = asked[-settings.series_hours:]
     shown_from = end - len(shown) * HOUR
     ahead: dict[str, Any] = {"supply_gpus": None, "used_gpus": None, "free_gpus": None,

@@ -8,6 +8,14 @@ records nothing; every instance placed counts as used for the next (its request'
 resources and the GPUs nova-compute would hand it there:
 :func:`cortex.scheduler.promise.predicted_gpus`), until none finds a host.
 
+The hosts offered are those Placement would offer (:func:`allocation_candidates`: an
+inventory of every class the instance asks, with room for it), as Nova asks Cortex about
+Placement's candidates alone. What stops the next instance (``limited_by``) is judged
+over every host of the zone once no host takes one more: ``placement`` when Placement
+offers none, else the cause of the pipeline's empty answer
+(:func:`cortex.scheduler.refusals.refusal_cause`: the step that removed the last hosts,
+``commitments`` where other projects' committed room is what fills them).
+
 Two fleets are asked:
 
 - **now**: the knowledge view with the in-flight reservations, other projects'
@@ -24,7 +32,9 @@ call keeps can each take one more at once: each round is one call over the hosts
 open, and every host it keeps gets one instance. The per-host counts, and so the total,
 are those of placing them one by one (``tests/unit/test_capacity.py`` checks it against
 that count). ``limit`` bounds the instances counted; a count that reached it is
-``complete: False``, the last round's instances taken in the pipeline's order.
+``complete: False``, the last round's instances taken in the zone's host order. The
+weighers do not run: where an instance goes among the hosts that take it changes no
+count.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ from typing import Any
 from cortex.ids import new_uuid
 from cortex.knowledge.reservations import Reservation, with_reservations
 from cortex.knowledge.view import HostState, KnowledgeView
+from cortex.pipeline.config import PipelineSet
 from cortex.request.nova import NovaRequest
 from cortex.scheduler.promise import predicted_gpus
 from cortex.scheduler.refusals import Refusal, refusal_cause
@@ -58,6 +69,8 @@ _PRODUCT = re.compile(r"^[0-9a-fA-F]{4}$")
 #: Nova's ``hw:mem_page_size`` values: small, large, any, or a size (KiB unless a unit).
 _PAGE_SIZE = re.compile(r"^(small|large|any|[0-9]{1,10}([KMG]|[KMG]B|[KMG]iB)?)$")
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,255}$")
+#: The cause when Placement would offer no host for the next instance.
+PLACEMENT = "placement"
 
 
 class ShapeInvalid(ValueError):
@@ -300,7 +313,7 @@ def count(scheduler: SchedulerService, view: KnowledgeView, shape: Shape, zone: 
     SchedulingFailed when a call cannot be answered (400: no pipeline fits; 503).
     """
     service = SchedulerService(
-        scheduler.pipelines, _Fixed(view),
+        filters_only(scheduler.pipelines), _Fixed(view),
         replace(scheduler.settings, request_time_budget=0.0, reservation_ttl=0.0))
     until = now + timedelta(days=1)
     open_hosts = zone_hosts(view, zone)
@@ -309,23 +322,20 @@ def count(scheduler: SchedulerService, view: KnowledgeView, shape: Shape, zone: 
     total, rounds, pipeline = 0, 0, None
     while True:
         name = f"capacity-{rounds}"
-        request = NovaRequest.from_body(request_body(shape, open_hosts, view, name, devices),
-                                        devices)
-        decision = _decide(service, request, now, (*reservations, *placed), step_options)
-        pipeline = decision.pipeline
-        taken = [h for h in decision.result or () if h in view.hosts]
+        held = (*reservations, *placed)
+        offered, refused = allocation_candidates(
+            view, held, now, open_hosts, _resources(shape, view, open_hosts, devices))
+        decision = None
+        if offered:
+            request = NovaRequest.from_body(request_body(shape, offered, view, name, devices),
+                                            devices)
+            decision = _decide(service, request, now, held, step_options)
+            pipeline = decision.pipeline
+        taken = [h for h in decision.result or () if h in view.hosts] if decision else []
         if not taken:
-            if rounds:  # what stops the next one is judged over every host of the zone
-                request = NovaRequest.from_body(request_body(
-                    shape, zone_hosts(view, zone), view, name, devices), devices)
-                decision = _decide(service, request, now, (*reservations, *placed),
-                                   step_options)
-            # asked again with the instances placed and the in-flight reservations
-            # counted: a host that passes there was refused for others' committed room
-            refusal = refusal_cause(decision.steps, len(decision.hosts),
-                                    _pipeline(service, pipeline), request,
-                                    with_reservations(view, (*reservations, *placed), now), now)
-            return Placeable(total, MappingProxyType(hosts), refusal, pipeline)
+            return Placeable(total, MappingProxyType(hosts), _stopped(
+                service, view, shape, zone, now, held, step_options, devices, name),
+                pipeline)
         if total + len(taken) > limit:
             taken = taken[:limit - total]
         overlaid = with_reservations(view, (*reservations, *placed), now)
@@ -340,6 +350,91 @@ def count(scheduler: SchedulerService, view: KnowledgeView, shape: Shape, zone: 
             return Placeable(total, MappingProxyType(hosts), None, pipeline, complete=False)
         order = set(taken)
         open_hosts = [h for h in open_hosts if h in order]
+
+
+_FILTERS_ONLY: dict[int, tuple[PipelineSet, PipelineSet]] = {}
+
+
+def filters_only(pipelines: PipelineSet) -> PipelineSet:
+    """``pipelines`` without their weighers: a count asks only which hosts pass.
+
+    Kept per PipelineSet object (a worker has one), so that the steps' kept answers
+    (:mod:`cortex.pipeline.memo`) are shared by every count of a knowledge version.
+    """
+    found = _FILTERS_ONLY.get(id(pipelines))
+    if found is None or found[0] is not pipelines:
+        found = _FILTERS_ONLY[id(pipelines)] = (pipelines, replace(pipelines, pipelines={
+            name: replace(p, weighers=()) for name, p in pipelines.pipelines.items()}))
+    return found[1]
+
+
+def placement_refusal(state: HostState, resources: Mapping[str, int]) -> str | None:
+    """Why Placement would offer no allocation of ``resources`` on the host (None: it would).
+
+    Placement's allocation candidates (``placement/objects/allocation_candidate.py``):
+    a node with an inventory of each class whose capacity holds the amount
+    (:meth:`cortex.knowledge.view.Inventory.refusal`). The pipeline's own capacity
+    filter re-checks only its ``resource_classes``; Nova asks Cortex about Placement's
+    candidates alone, so the hosts offered here are those.
+    """
+    for rc, amount in resources.items():
+        if not amount:
+            continue
+        inventories = [n.inventories[rc] for n in state.all_nodes if rc in n.inventories]
+        if not inventories:
+            return f"no {rc} inventory"
+        reasons = [i.refusal(amount) for i in inventories]
+        if all(reasons):
+            return f"{rc}: {reasons[0]}"
+    return None
+
+
+def allocation_candidates(view: KnowledgeView, held: Sequence[Reservation], now: datetime,
+                          hosts: Sequence[str], resources: Mapping[str, int]
+                          ) -> tuple[list[str], dict[str, str]]:
+    """``(offered, refused)``: ``hosts`` Placement offers with ``held`` counted, and why not."""
+    overlaid = with_reservations(view, held, now)
+    offered, refused = [], {}
+    for host in hosts:
+        reason = placement_refusal(overlaid.hosts[host], resources)
+        if reason is None:
+            offered.append(host)
+        else:
+            refused[host] = reason
+    return offered, refused
+
+
+def _resources(shape: Shape, view: KnowledgeView, hosts: Sequence[str],
+               devices: Any) -> Mapping[str, int]:
+    """The resources one instance of ``shape`` asks of Placement."""
+    return NovaRequest.from_body(request_body(shape, hosts[:1], view, "capacity",
+                                              devices), devices).resources
+
+
+def _stopped(service: SchedulerService, view: KnowledgeView, shape: Shape,
+             zone: str | None, now: datetime, held: tuple[Reservation, ...],
+             step_options: Mapping[str, Mapping[str, Any]] | None, devices: Any,
+             name: str) -> Refusal:
+    """What stops the next instance, judged over every host of the zone.
+
+    ``placement`` when Placement offers none of them; else the cause of the pipeline's
+    empty answer over those it offers (:func:`cortex.scheduler.refusals.refusal_cause`),
+    asked again with the instances placed and the in-flight reservations counted: a
+    host that passes there was refused for others' committed room.
+    """
+    every = zone_hosts(view, zone)
+    offered, refused = allocation_candidates(view, held, now, every,
+                                             _resources(shape, view, every, devices))
+    if not offered:  # a reason of a host with the inventory, where one has it
+        reasons = [r for r in refused.values() if not r.startswith("no ")] or list(
+            refused.values())
+        return Refusal(PLACEMENT, reasons[-1] if reasons else None)
+    request = NovaRequest.from_body(request_body(shape, offered, view, name, devices),
+                                    devices)
+    decision = _decide(service, request, now, held, step_options)
+    return refusal_cause(decision.steps, len(decision.hosts),
+                         _pipeline(service, decision.pipeline), request,
+                         with_reservations(view, held, now), now)
 
 
 def _decide(service: SchedulerService, request: NovaRequest, now: datetime,

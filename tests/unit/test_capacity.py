@@ -155,7 +155,7 @@ def test_committed_room_is_named_when_it_stops_the_next_instance(hgx):
     assert found.limited_by.cause == "commitments"
 
 
-def test_the_limit_stops_the_count_in_the_pipelines_order(hgx):
+def test_the_limit_stops_the_count(hgx):
     service = SchedulerService(PIPELINES, Fixed(hgx))
     found = count(service, hgx, Shape(8, 32768, 1), None, NOW, limit=5)
     assert found.count == 5 and not found.complete and found.limited_by is None
@@ -179,3 +179,12 @@ def test_a_flavor_asks_its_aliases_gpus():
     shape = flavor_shape({"name": "g1.2xh100", "vcpus": 32, "ram": 262144, "extra_specs": {
         "hw:cpu_policy": "dedicated", "pci_passthrough:alias": "h100:2"}})
     assert shape.gpus == 2 and shape.specs()["hw:cpu_policy"] == "dedicated"
+
+
+def test_hosts_placement_would_not_offer_take_none(hgx):
+    """A vGPU flavor on boards without a VGPU inventory: Placement offers no host."""
+    shape = Shape(8, 32768, flavor="g.1vgpu", extra_specs=MappingProxyType({
+        "hw:cpu_policy": "dedicated", "resources:VGPU": "1"}))
+    found = count(SchedulerService(PIPELINES, Fixed(hgx)), hgx, shape, None, NOW)
+    assert found.count == 0
+    assert str(found.limited_by) == "placement: no VGPU inventory"

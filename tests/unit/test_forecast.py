@@ -193,3 +193,32 @@ def test_a_series_statsmodels_cannot_fit_falls_back_to_its_mean(monkeypatch):
     found = model.forecast(np.arange(400) % 5 + 1.0, END, 24, paths=20)
     assert found.method == "mean (ETS could not fit)" and np.allclose(found.mean, 3.0)
     assert found.paths.shape == (20, 24)
+
+
+def test_equal_series_are_fitted_once(monkeypatch):
+    """A model's zone, its all-zone sum and its flavor family asking the same GPUs: one fit."""
+    hour = END - timedelta(hours=1)
+    rows = [HourlyDemand(hour - timedelta(hours=h), H100, "az-1", h % 3, 0) for h in range(60)]
+    flavors = [HourlyDemand(r.hour, "h1.2gpu", "az-1", r.placed, 0) for r in rows]
+    settings = ForecastSettings(horizon=24, history=72, paths=20, backtest_folds=0)
+    fitted = []
+    real = model.forecast
+    monkeypatch.setattr(model, "forecast", lambda *a, **k: fitted.append(1) or real(*a, **k))
+    documents = forecast_documents(rows, {(H100, "az-1"): Supply(8, 2)}, END, settings,
+                                   flavor_rows=flavors)
+    assert len(documents) == 4 and len(fitted) == 1
+    assert len({d["forecast_gpus_per_day"] for d in documents}) == 1
+
+
+def test_a_backtest_fold_starts_from_the_previous_folds_parameters(ninety_days, monkeypatch):
+    start, y = ninety_days
+    started = []
+    real = model.forecast
+
+    def recording(*args, start_params=None, **kwargs):
+        started.append(start_params is not None)
+        return real(*args, start_params=start_params, **kwargs)
+
+    monkeypatch.setattr(model, "forecast", recording)
+    check = model.backtest(y, start, folds=4)
+    assert started == [False, True, True, True] and check.params is not None
