@@ -123,7 +123,7 @@ def image_refusal(image: tuple, instances, hypervisor_version: int | None,
 
 def version_text(hypervisor_version: int) -> str:
     """Nova's integer version as oslo prints it: ``8002000`` is ``8.2.0``, ``1000`` ``1.0``."""
-    parts = []
+    parts: list[int] = []
     while hypervisor_version:
         parts.insert(0, hypervisor_version % 1000)
         hypervisor_version //= 1000

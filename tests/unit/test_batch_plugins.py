@@ -172,6 +172,7 @@ UNUSED_BY_THESE_REQUESTS = {
     "weigher_server_group_soft_affinity", "weigher_server_group_soft_anti_affinity",
     "filter_network_domain", "weigher_network_domain",  # groups only
     "filter_failover_room",  # off with its default options (hosts: 0)
+    "filter_isolated_hosts",  # off with its default options (nothing isolated)
     "weigher_metrics",  # with default options (no metrics) only
 }
 
