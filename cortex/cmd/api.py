@@ -7,6 +7,7 @@ import importlib.util
 import logging
 import socket
 import sys
+import threading
 
 from cortex import conf as config
 from cortex.api.app import create_app
@@ -41,7 +42,8 @@ def demo_foresight(engine) -> None:
     """Generated GPU demand and its forecasts for the demo, with the ``forecast`` extra.
 
     Without numpy and statsmodels (the ``forecast`` extra) the demo logs how to get them
-    and serves without (:func:`cortex.forecast.run.seed_demo`).
+    and serves without (:func:`cortex.forecast.run.seed_demo`). :func:`serve` runs it in
+    a thread of its own while it serves; a failure is logged.
     """
     if importlib.util.find_spec("numpy") is None:
         LOG.info("demo: no generated GPU demand nor forecasts; "
@@ -49,7 +51,11 @@ def demo_foresight(engine) -> None:
         return
     from cortex.forecast.run import seed_demo
 
-    written, forecasts = seed_demo(engine)
+    try:
+        written, forecasts = seed_demo(engine)
+    except Exception:  # noqa: BLE001 - the demo serves without its forecasts then
+        LOG.exception("demo: generated GPU demand or its forecasts failed")
+        return
     LOG.info("demo GPU demand: %d generated creates written; %s", written,
              f"{forecasts} forecasts stored" if forecasts is not None else
              "no forecasts (pip install 'cortex-scheduler[forecast]' for statsmodels)")
@@ -59,7 +65,9 @@ def serve(conf: config.Config, args) -> int:
     """Check the port, upgrade the embedded database, load the demo fleet, serve until killed.
 
     The demo also gets 90 days of generated GPU demand, and its forecasts where
-    statsmodels is installed (:func:`cortex.forecast.run.seed_demo`).
+    statsmodels is installed (:func:`cortex.forecast.run.seed_demo`), written by a
+    thread while the server answers: the forecasts (seconds of CPU) appear in
+    ``GET /v1/forecasts`` and the dashboard once fitted.
     """
     if args.demo:
         conf = conf.with_overrides({"api.auth_strategy": "noauth"})
@@ -74,7 +82,8 @@ def serve(conf: config.Config, args) -> int:
         with engine.begin() as connection:
             counts = import_fleet(connection, fleet)
         LOG.info("demo fleet loaded: %s", counts)
-        demo_foresight(engine)
+        threading.Thread(target=demo_foresight, args=(engine,), daemon=True,
+                         name="cortex-demo-foresight").start()
     app = create_app(conf, engine=engine)
     LOG.info("cortex-api on http://%s:%d (database %s)", host, port,
              engine.url.render_as_string(hide_password=True))
