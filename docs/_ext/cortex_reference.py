@@ -14,7 +14,8 @@ Markdown generated from the code, so the references cannot go stale:
 - ``plugins``: every filter, weigher and descheduler detector of the registry, from its
   module docstring, with its options;
 - ``alerts``, ``grafana``: the shipped Prometheus rules and Grafana dashboard's panels;
-- ``modules``: every package and module of ``cortex/`` with its docstring's first line.
+- ``modules``: every package and module of ``cortex/`` with its docstring's first line;
+- ``topics``: a toctree of the top-level ``docs/*.md`` pages the page does not list.
 """
 
 from __future__ import annotations
@@ -342,10 +343,26 @@ GENERATORS = {"alerts": alerts_reference, "grafana": grafana_reference,
               "plugins": plugins_reference}
 
 
+def topics_toctree(page: str) -> str:
+    """A toctree of the top-level pages ``docs/*.md`` that ``page`` does not list itself.
+
+    Topic pages are added beside the site's own sections; each is in the site (and the
+    build has no "not in any toctree" warning) whether or not the index names it yet.
+    """
+    listed = set(re.findall(r"^([\w/.-]+)$", page, re.M))
+    rest = [path.stem for path in sorted((REPO / "docs").glob("*.md"))
+            if path.stem != "index" and path.stem not in listed]
+    if not rest:
+        return ""
+    return "```{toctree}\n:caption: More topics\n:maxdepth: 2\n\n" + "\n".join(rest) + "\n```\n"
+
+
 def fill(app, docname: str, source: list[str]) -> None:
     """``source-read``: replace each marker line with its generated Markdown."""
     def generated(match: re.Match) -> str:
         kind = match.group(1)
+        if kind == "topics":
+            return topics_toctree(source[0])
         if kind not in GENERATORS:
             raise ValueError(f"{docname}: unknown cortex-reference {kind!r} "
                              f"(known: {', '.join(GENERATORS)})")
