@@ -19,9 +19,9 @@ process lock serialises both instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -29,13 +29,11 @@ from sqlalchemy import Connection, delete, insert, select, text, update
 
 from cortex.db import models
 from cortex.knowledge.reservations import Reservation
-from cortex.store.reservations import (
-    LOCK_NAMESPACE,
-    ReservationStore,
-    _aware,
-    _reservation,
-    _values,
-)
+from cortex.store.memory import GroupLock, GroupPromise
+from cortex.store.reservation_rows import LOCK_NAMESPACE
+from cortex.store.reservation_rows import aware as _aware
+from cortex.store.reservation_rows import reservation_of as _reservation
+from cortex.store.reservation_rows import row_of as _values
 
 _GROUPS = models.GroupPromise
 _RESERVATIONS = models.InflightReservation
@@ -47,65 +45,6 @@ _LOCK = text("SELECT pg_advisory_xact_lock(:ns, :key)")
 def group_lock_name(key: str) -> str:
     """The name whose advisory lock guards group ``key`` (hosts use their own name)."""
     return f"group:{key}"
-
-
-@dataclass(frozen=True)
-class GroupPromise:
-    """One group's promise: ``members`` asked, ``placed`` promised (at least ``min_count``).
-
-    ``hosts`` and ``reservations`` (ids of ``inflight_reservations`` rows) in member
-    order; times timezone-aware UTC.
-    """
-
-    key: str
-    service: str
-    members: int
-    placed: int
-    min_count: int
-    hosts: tuple[str, ...]
-    reservations: tuple[str, ...]
-    created_at: datetime
-    expires_at: datetime
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON form (``GET /v1/reservations``, the decision record)."""
-        return {"key": self.key, "service": self.service, "members": self.members,
-                "placed": self.placed, "min_count": self.min_count, "hosts": list(self.hosts),
-                "reservations": list(self.reservations),
-                "created_at": self.created_at.isoformat(),
-                "expires_at": self.expires_at.isoformat()}
-
-
-@dataclass
-class GroupLock:
-    """What :meth:`GroupPromiseStore.lock` read under its locks, and the one write allowed.
-
-    ``existing``: the group's unexpired promise (another call made it: nothing may be
-    written); ``reservations``: the unexpired reservations on the locked hosts.
-    """
-
-    key: str
-    existing: GroupPromise | None
-    reservations: list[Reservation]
-    _write: Callable[[GroupPromise, list[Reservation]], None] = field(repr=False)
-    made: GroupPromise | None = None
-    written: list[Reservation] = field(default_factory=list)
-
-    def promise(self, service: str, members: int, min_count: int,
-                placed: list[Reservation]) -> GroupPromise:
-        """Write the group's promise of ``members`` (``placed``: their reservations).
-
-        Once, and not over ``existing`` (RuntimeError). The promise's hosts, ids and
-        times are the reservations' (member order); returns it.
-        """
-        if self.made is not None or self.existing is not None or not placed:
-            raise RuntimeError(f"group {self.key}: already promised, or nothing to promise")
-        group = GroupPromise(self.key, service, members, len(placed), min_count,
-                             tuple(r.host for r in placed), tuple(r.id for r in placed),
-                             placed[0].created_at, placed[0].expires_at)
-        self._write(group, placed)
-        self.made, self.written = group, list(placed)
-        return group
 
 
 def _group(row: Any) -> GroupPromise:
@@ -123,7 +62,7 @@ class GroupPromiseStore:
     once, before the NOTIFY comes back).
     """
 
-    def __init__(self, reservations: ReservationStore) -> None:
+    def __init__(self, reservations: Any) -> None:
         self._store = reservations
         self._engine = reservations.engine
         self._postgres = self._engine.dialect.name == "postgresql"

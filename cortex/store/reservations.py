@@ -17,7 +17,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from types import MappingProxyType
 from typing import Any
 
 from psycopg.rows import namedtuple_row
@@ -41,12 +40,12 @@ from cortex.db.engine import (
     make_engine,
 )
 from cortex.knowledge.reservations import Reservation
+from cortex.store.group_promises import GroupPromiseStore
 from cortex.store.memory import HostLock, rehearse, reserve_if_unchanged
 from cortex.store.reservation_feed import CHANNEL, ReservationFeed
-
-#: First key of the advisory lock, so that Cortex's host locks never meet another
-#: user's (the sync leader lock uses its own key).
-LOCK_NAMESPACE = 0x434F5258 & 0x7FFFFFFF
+from cortex.store.reservation_rows import LOCK_NAMESPACE
+from cortex.store.reservation_rows import reservation_of as _reservation
+from cortex.store.reservation_rows import row_of as _values
 
 _TABLE = models.InflightReservation
 # Built once: every Nova create runs them, and building a statement costs more than
@@ -138,26 +137,6 @@ def _read_active(reader: Engine, now: datetime) -> list[Reservation]:
     return [_reservation(row) for row in rows]
 
 
-def _aware(value: datetime) -> datetime:
-    """SQLite hands back naive datetimes; every time here is UTC."""
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def _reservation(row: Any) -> Reservation:
-    """Reservation of an ``inflight_reservations`` row."""
-    return Reservation(row.id, row.host, row.instance_uuid, row.group_id,
-                       MappingProxyType({k: int(v) for k, v in (row.resources or {}).items()}),
-                       tuple(row.gpus or ()), _aware(row.created_at), _aware(row.expires_at))
-
-
-def _values(reservation: Reservation) -> dict[str, Any]:
-    """The ``inflight_reservations`` row of ``reservation``."""
-    return {"id": reservation.id, "host": reservation.host,
-            "instance_uuid": reservation.instance_uuid, "group_id": reservation.group_id,
-            "resources": dict(reservation.resources), "gpus": list(reservation.gpus),
-            "created_at": reservation.created_at, "expires_at": reservation.expires_at}
-
-
 def _driver_values(reservation: Reservation) -> dict[str, Any]:
     """:func:`_values` as psycopg takes them for the compiled statements: JSON as text."""
     values = _values(reservation)
@@ -200,7 +179,7 @@ class ReservationStore:
         self._engine = engine
         self._reader = _autocommit(engine)
         self._local = threading.Lock()
-        self._groups: Any = None
+        self._groups: GroupPromiseStore | None = None
         self._replace = _replace_statement(engine.dialect.name)
         if self._postgres:
             self._sql = {name: str(statement.compile(dialect=engine.dialect))
@@ -217,14 +196,9 @@ class ReservationStore:
         """The lock that serialises promises in this process where the database has none."""
         return self._local
 
-    def groups(self) -> Any:
-        """The group promises beside these reservations, one per store.
-
-        A :class:`cortex.store.group_promises.GroupPromiseStore` on the same engine.
-        """
+    def groups(self) -> GroupPromiseStore:
+        """The group promises beside these reservations (the same engine), one per store."""
         if self._groups is None:
-            from cortex.store.group_promises import GroupPromiseStore  # it builds on this
-
             self._groups = GroupPromiseStore(self)
         return self._groups
 
