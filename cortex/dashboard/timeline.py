@@ -65,26 +65,7 @@ def timeline_chart(counted: Timeline) -> dict[str, Any]:
     peak, empty}`` in SVG user units (pixels at 100 %); only non-empty segments.
     """
     n = counted.buckets
-    per_series: dict[tuple[str, str | None], list[int]] = {}
-    marked = {outcome: [0] * n for outcome in _MARKED}
-    lines: list[list[str]] = [[] for _ in range(n)]
-    for (service, pipeline, outcome), counts in counted.counts.items():
-        if outcome in _MARKED:
-            target = marked[outcome]
-        else:
-            target = per_series.setdefault((service, pipeline), [0] * n)
-        for i, count in enumerate(counts):
-            if count:
-                target[i] += count
-                lines[i].append(f"{_series_name(service, pipeline)}: {count} {outcome}")
-    ranked = sorted(per_series.items(), key=lambda kv: (-sum(kv[1]), _series_name(*kv[0])))
-    series = [{"name": _series_name(*key), "css": f"s{i}", "values": values}
-              for i, (key, values) in enumerate(ranked[:MAX_SERIES])]
-    if ranked[MAX_SERIES:]:
-        series.append({"name": f"other ({len(ranked) - MAX_SERIES} series)", "css": "other",
-                       "values": [sum(v[i] for _, v in ranked[MAX_SERIES:]) for i in range(n)]})
-    stacks = series + [{"name": _MARK_LABELS[o], "css": o, "values": marked[o]}
-                       for o in _MARKED]
+    stacks, marked, lines = _stacks(counted)
     heights = [sum(s["values"][i] for s in stacks) for i in range(n)]
     peak = nice_ceiling(max(heights, default=0))
     plot = {"x": _LEFT, "y": _TOP_MARGIN, "w": _CHART_W - _LEFT - _RIGHT,
@@ -115,17 +96,55 @@ def timeline_chart(counted: Timeline) -> dict[str, Any]:
                                                         f"{heights[i]} decisions\n{detail}"})
     ticks = {0, peak} | ({peak // 2} if peak % 2 == 0 else set())
     yticks = [{"y": bottom - v / peak * plot["h"], "label": str(v)} for v in sorted(ticks)]
-    fmt = "%H:%M" if counted.step * n <= 86400 else "%d %b %H:%M"
-    every = next((t for t in _TICKS if t % counted.step == 0 and counted.step * n / t <= 8),
-                 _TICKS[-1])
-    first = int(counted.start.timestamp())
-    xticks = [{"x": plot["x"] + i * slot, "label": counted.bucket_start(i).strftime(fmt)}
-              for i in range(n) if (first + i * counted.step) % every == 0]
+    xticks = _xticks(counted, plot["x"], slot)
     return {"width": _CHART_W, "height": _CHART_H, "plot": plot, "bottom": bottom,
             "series": [{"name": s["name"], "css": s["css"], "total": sum(s["values"])}
                        for s in stacks],
             "bars": bars, "marks": marks, "hovers": hovers, "yticks": yticks,
             "xticks": xticks, "peak": peak, "empty": not any(heights)}
+
+
+def _stacks(counted: Timeline) -> tuple[list[dict[str, Any]], dict[str, list[int]],
+                                         list[list[str]]]:
+    """The bars' stacks bottom to top, the marked outcomes' counts, each bucket's lines.
+
+    Stacks: the :data:`MAX_SERIES` busiest (service, pipeline) series (``ok`` and
+    ``simulated``), the rest as ``other``, then the marked outcomes; each ``{name, css,
+    values}`` with one count per bucket. Lines: ``"series: count outcome"`` per bucket.
+    """
+    n = counted.buckets
+    per_series: dict[tuple[str, str | None], list[int]] = {}
+    marked = {outcome: [0] * n for outcome in _MARKED}
+    lines: list[list[str]] = [[] for _ in range(n)]
+    for (service, pipeline, outcome), counts in counted.counts.items():
+        if outcome in _MARKED:
+            target = marked[outcome]
+        else:
+            target = per_series.setdefault((service, pipeline), [0] * n)
+        for i, count in enumerate(counts):
+            if count:
+                target[i] += count
+                lines[i].append(f"{_series_name(service, pipeline)}: {count} {outcome}")
+    ranked = sorted(per_series.items(), key=lambda kv: (-sum(kv[1]), _series_name(*kv[0])))
+    series = [{"name": _series_name(*key), "css": f"s{i}", "values": values}
+              for i, (key, values) in enumerate(ranked[:MAX_SERIES])]
+    if ranked[MAX_SERIES:]:
+        series.append({"name": f"other ({len(ranked) - MAX_SERIES} series)", "css": "other",
+                       "values": [sum(v[i] for _, v in ranked[MAX_SERIES:]) for i in range(n)]})
+    stacks = series + [{"name": _MARK_LABELS[o], "css": o, "values": marked[o]}
+                       for o in _MARKED]
+    return stacks, marked, lines
+
+
+def _xticks(counted: Timeline, left: float, slot: float) -> list[dict[str, Any]]:
+    """The labelled times of the x axis: the first spacing of :data:`_TICKS` giving 8 at most."""
+    n = counted.buckets
+    fmt = "%H:%M" if counted.step * n <= 86400 else "%d %b %H:%M"
+    every = next((t for t in _TICKS if t % counted.step == 0 and counted.step * n / t <= 8),
+                 _TICKS[-1])
+    first = int(counted.start.timestamp())
+    return [{"x": left + i * slot, "label": counted.bucket_start(i).strftime(fmt)}
+            for i in range(n) if (first + i * counted.step) % every == 0]
 
 
 def _bucket_label(counted: Timeline, index: int) -> str:
