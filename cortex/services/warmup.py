@@ -95,16 +95,7 @@ def warm_up(app: Any, started: float | None = None,
         except Exception as exc:  # noqa: BLE001 - the first call retries it
             LOG.warning("warm-up: in-flight reservations unreadable: %r", exc)
         services.scheduler.open_reservation_store()
-    hosts = [{"host": name, "hypervisor_hostname": next(iter(state.nodes), name)}
-             for name, state in view.hosts.items()]
-    weights = {entry["host"]: 0.0 for entry in hosts}
-    asks = [("nova", request_body(TraceRequest(f"warm-up-{gpus}", 0.0, None, gpus, 0, vcpus,
-                                               memory_mb, numa_nodes=cells,
-                                               cpu_policy="dedicated" if gpus else "shared"),
-                                  hosts, weights, pipeline=""), False)
-            for gpus, vcpus, memory_mb, cells in SHAPES]
-    asks += [(service, {**body, "hosts": hosts, "weights": weights}, True)
-             for service, body in _recorded_shapes(services)]
+    hosts, asks = _asks(services, view)
     asked = replayed = 0
     for service, body, recorded in asks:
         left = deadline - clock()
@@ -124,6 +115,25 @@ def warm_up(app: Any, started: float | None = None,
              replayed, elapsed)
     return elapsed
 
+
+
+def _asks(services: Any, view: Any) -> tuple[list[dict[str, Any]], list[tuple]]:
+    """The hosts of ``view`` as candidates, and the warm-up's requests on all of them.
+
+    Each request is ``(service, body, recorded)``: the :data:`SHAPES` first, then the
+    shapes live calls brought (``recorded`` True).
+    """
+    hosts = [{"host": name, "hypervisor_hostname": next(iter(state.nodes), name)}
+             for name, state in view.hosts.items()]
+    weights = {entry["host"]: 0.0 for entry in hosts}
+    asks = [("nova", request_body(TraceRequest(f"warm-up-{gpus}", 0.0, None, gpus, 0, vcpus,
+                                               memory_mb, numa_nodes=cells,
+                                               cpu_policy="dedicated" if gpus else "shared"),
+                                  hosts, weights, pipeline=""), False)
+            for gpus, vcpus, memory_mb, cells in SHAPES]
+    asks += [(service, {**body, "hosts": hosts, "weights": weights}, True)
+             for service, body in _recorded_shapes(services)]
+    return hosts, asks
 
 def _recorded_shapes(services: Any) -> list[tuple[str, dict[str, Any]]]:
     """The newest ``[api] warm_up_shapes`` stored shapes of the services this app serves.
