@@ -1,8 +1,10 @@
-"""The WSGI application: one constructor, one route table.
+"""The WSGI application: one constructor, the API's route table.
 
 ``create_app(conf)`` builds everything a worker needs (engine, knowledge cache,
-pipelines, validator, decision writer, metrics) from the configuration passed in;
-no module-level state, no import side effects. WSGI, tests and tools all call it.
+pipelines, validator, decision writer, metrics, the services the handlers call) from
+the configuration passed in, and routes the API's paths (:data:`ROUTES`) and the
+dashboard's (:data:`cortex.dashboard.ROUTES`) behind one authorization; no
+module-level state, no import side effects. WSGI, tests and tools all call it.
 """
 
 from __future__ import annotations
