@@ -48,9 +48,13 @@ from types import MappingProxyType
 from typing import Any
 
 from cortex.ids import new_uuid
+from cortex.knowledge.commitments import counted_holds
 from cortex.knowledge.reservations import Reservation, with_reservations
+from cortex.knowledge.topology import state_id
 from cortex.knowledge.view import HostState, KnowledgeView
+from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
 from cortex.pipeline.config import PipelineSet
+from cortex.plugins.filters.failover_room import FailoverRoomFilter
 from cortex.request.nova import NovaRequest
 from cortex.scheduler.promise import predicted_gpus
 from cortex.scheduler.refusals import Refusal, refusal_cause
@@ -316,14 +320,17 @@ def count(scheduler: SchedulerService, view: KnowledgeView, shape: Shape, zone: 
         filters_only(scheduler.pipelines), _Fixed(view),
         replace(scheduler.settings, request_time_budget=0.0, reservation_ttl=0.0))
     until = now + timedelta(days=1)
-    open_hosts = zone_hosts(view, zone)
+    every = zone_hosts(view, zone)
+    groups = like_hosts(view, every, _apart(
+        service, view, shape, zone, now, reservations, step_options, devices))
+    open_hosts = list(groups)
     placed: list[Reservation] = []
-    hosts: dict[str, int] = {}
+    counts: dict[str, int] = {}
     total, rounds, pipeline = 0, 0, None
     while True:
         name = f"capacity-{rounds}"
         held = (*reservations, *placed)
-        offered, refused = allocation_candidates(
+        offered, _ = allocation_candidates(
             view, held, now, open_hosts, _resources(shape, view, open_hosts, devices))
         decision = None
         if offered:
@@ -331,25 +338,105 @@ def count(scheduler: SchedulerService, view: KnowledgeView, shape: Shape, zone: 
                                             devices)
             decision = _decide(service, request, now, held, step_options)
             pipeline = decision.pipeline
-        taken = [h for h in decision.result or () if h in view.hosts] if decision else []
+        taken = [h for h in decision.result or () if h in groups] if decision else []
         if not taken:
-            return Placeable(total, MappingProxyType(hosts), _stopped(
-                service, view, shape, zone, now, held, step_options, devices, name),
+            found, total = _expand(every, groups, counts, limit)
+            return Placeable(total, MappingProxyType(found), _stopped(
+                service, view, shape, list(groups), now, held, step_options, devices, name),
                 pipeline)
-        if total + len(taken) > limit:
-            taken = taken[:limit - total]
-        overlaid = with_reservations(view, (*reservations, *placed), now)
+        overlaid = with_reservations(view, held, now)
         for host in taken:
             placed.append(Reservation(new_uuid(), host, None, None,
                                       MappingProxyType(dict(request.resources)),
                                       predicted_gpus(overlaid.hosts[host], request), now, until))
-            hosts[host] = hosts.get(host, 0) + 1
-        total += len(taken)
+            counts[host] = counts.get(host, 0) + 1
+            total += len(groups[host])
         rounds += 1
         if total >= limit:
-            return Placeable(total, MappingProxyType(hosts), None, pipeline, complete=False)
+            found, total = _expand(every, groups, counts, limit)
+            return Placeable(total, MappingProxyType(found), None, pipeline, complete=False)
         order = set(taken)
         open_hosts = [h for h in open_hosts if h in order]
+
+
+def _signature(state: HostState) -> tuple[Any, ...]:
+    """What the filters can read of a host besides its name: equal for like hosts.
+
+    The topology's state number (:func:`cortex.knowledge.topology.state_id`: cells,
+    GPUs but their uuids and indices, the link map), the nodes without their names and
+    uuids, the zone, service state, aggregates, traits, CPU flags, allowed projects,
+    failed builds, labels, and the instances' projects and states.
+    """
+    return (state_id(state.topology) if state.topology is not None else None,
+            tuple(repr(replace(n, node="", uuid="")) for n in state.all_nodes),
+            state.availability_zone, state.enabled, state.up, state.disabled_reason,
+            repr(state.aggregates), state.traits, state.cpu_features,
+            state.allowed_projects, state.failed_builds, repr(sorted(state.labels.items())),
+            tuple(sorted((i.project_id or "", i.vm_state or "", i.task_state or "")
+                         for i in state.instances)))
+
+
+def like_hosts(view: KnowledgeView, hosts: Sequence[str],
+               apart: set[str]) -> dict[str, list[str]]:
+    """``{representative: [hosts]}``: ``hosts`` grouped by :func:`_signature`, in order.
+
+    A pipeline's filters answer alike hosts alike, and so place as many instances on
+    each: a count asks one host of each group. The hosts in ``apart`` (named by
+    something outside their own state: a reservation or commitment on them, the
+    failover room, a step's options, an in-progress migration) are each a group of
+    their own.
+    """
+    groups: dict[str, list[str]] = {}
+    first: dict[Any, str] = {}
+    for host in hosts:
+        key = ("host", host) if host in apart else _signature(view.hosts[host])
+        groups.setdefault(first.setdefault(key, host), []).append(host)
+    return groups
+
+
+def _apart(service: SchedulerService, view: KnowledgeView, shape: Shape, zone: str | None,
+           now: datetime, reservations: Sequence[Reservation],
+           step_options: Mapping[str, Mapping[str, Any]] | None,
+           devices: Any) -> set[str]:
+    """The hosts of ``zone`` that :func:`like_hosts` must not group (see there)."""
+    hosts = zone_hosts(view, zone)
+    apart = {r.host for r in reservations}
+    apart |= {r.host for r in counted_holds(view.commitments, view.hosts, shape.project_id,
+                                            now)}
+    apart |= {h for h in hosts if view.hosts[h].migrations}
+    request = NovaRequest.from_body(request_body(shape, hosts, view, "capacity", devices),
+                                    devices)
+    try:
+        pipeline = choose_pipeline(service.pipelines, request, None, step_options,
+                                   None, view).pipeline
+    except PipelineNotChosen:
+        return set(hosts)  # the count's first call answers 400
+    for step in pipeline.filters:
+        if isinstance(step.plugin, FailoverRoomFilter):
+            apart |= set(step.plugin.bind(request, view).kept)
+        named = repr(step.plugin.options)
+        apart |= {h for h in hosts if repr(h) in named}
+    return apart
+
+
+def _expand(hosts: Sequence[str], groups: Mapping[str, list[str]],
+            counts: Mapping[str, int], limit: int) -> tuple[dict[str, int], int]:
+    """``({host: instances}, total)`` of ``hosts`` from their representatives' counts.
+
+    Past ``limit`` the last hosts (in the order of ``hosts``) give theirs back.
+    """
+    of = {h: rep for rep, members in groups.items() for h in members}
+    found = {h: counts[of[h]] for h in hosts if counts.get(of[h])}
+    total = sum(found.values())
+    for host in reversed(list(found)):
+        if total <= limit:
+            break
+        cut = min(found[host], total - limit)
+        found[host] -= cut
+        total -= cut
+        if not found[host]:
+            del found[host]
+    return found, total
 
 
 _FILTERS_ONLY: dict[int, tuple[PipelineSet, PipelineSet]] = {}
@@ -412,17 +499,16 @@ def _resources(shape: Shape, view: KnowledgeView, hosts: Sequence[str],
 
 
 def _stopped(service: SchedulerService, view: KnowledgeView, shape: Shape,
-             zone: str | None, now: datetime, held: tuple[Reservation, ...],
+             every: list[str], now: datetime, held: tuple[Reservation, ...],
              step_options: Mapping[str, Mapping[str, Any]] | None, devices: Any,
              name: str) -> Refusal:
-    """What stops the next instance, judged over every host of the zone.
+    """What stops the next instance, judged over ``every`` host (of each like group, one).
 
     ``placement`` when Placement offers none of them; else the cause of the pipeline's
     empty answer over those it offers (:func:`cortex.scheduler.refusals.refusal_cause`),
     asked again with the instances placed and the in-flight reservations counted: a
     host that passes there was refused for others' committed room.
     """
-    every = zone_hosts(view, zone)
     offered, refused = allocation_candidates(view, held, now, every,
                                              _resources(shape, view, every, devices))
     if not offered:  # a reason of a host with the inventory, where one has it

@@ -188,3 +188,15 @@ def test_hosts_placement_would_not_offer_take_none(hgx):
     found = count(SchedulerService(PIPELINES, Fixed(hgx)), hgx, shape, None, NOW)
     assert found.count == 0
     assert str(found.limited_by) == "placement: no VGPU inventory"
+
+
+def test_like_hosts_are_asked_once_and_named_hosts_apart(hgx):
+    from cortex.simulator.capacity import like_hosts
+
+    view = empty_view(hgx)
+    hosts = zone_hosts(view, "az-1")
+    groups = like_hosts(view, hosts, set())
+    assert len(groups) < len(hosts) and sorted(h for g in groups.values() for h in g) == sorted(
+        hosts)
+    apart = like_hosts(view, hosts, {hosts[0]})
+    assert apart[hosts[0]] == [hosts[0]] and len(apart) == len(groups) + 1
