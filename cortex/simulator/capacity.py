@@ -31,7 +31,8 @@ instance placed on one host changes the answer for that host alone, and the host
 call keeps can each take one more at once: each round is one call over the hosts still
 open, and every host it keeps gets one instance. The per-host counts, and so the total,
 are those of placing them one by one (``tests/unit/test_capacity.py`` checks it against
-that count). ``limit`` bounds the instances counted; a count that reached it is
+that count). Alike hosts take alike numbers, so one host of each group of like hosts is
+asked (:func:`like_hosts`). ``limit`` bounds the instances counted; a count that reached it is
 ``complete: False``, the last round's instances taken in the zone's host order. The
 weighers do not run: where an instance goes among the hosts that take it changes no
 count.
