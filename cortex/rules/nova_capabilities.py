@@ -5,9 +5,11 @@ Source: ``nova/scheduler/filters/compute_capabilities_filter.py`` and
 
 * ``hw:maxphysaddr_bits: N`` stands for ``capabilities:cpu_info:maxphysaddr:bits: >= N``.
 * A key ``capabilities:<a>[:<b>...]`` names a node attribute (Nova's ``HostState``
-  names: :data:`HOST_STATE_ATTRIBUTES`) and then keys inside it; a JSON string on the
+  names: :data:`HOST_STATE_ATTRIBUTES`), else one of the compute node's ``stats``
+  (``num_instances``, ``num_vm_<state>``, ``num_task_<state>``, ``num_proj_<project>``,
+  ``io_workload``, ``failed_builds``), and then keys inside it; a JSON string on the
   way is decoded (``cpu_info`` is one). Keys of another scope are skipped; a key without
-  a scope is checked only when it is a HostState attribute.
+  a scope is checked only when it is a HostState attribute or a stat.
 * A missing value fails the node. Otherwise the requirement is matched against the
   value as Python prints it (``str(value)``): a list capability is its printed list
   (``"['avx', 'avx2']"``), so a plain requirement never equals one element, and
@@ -76,8 +78,15 @@ def match(value: str, requirement: str) -> bool:
 
 
 def lookup(capabilities: Mapping[str, Any], path: list[str]) -> Any:
-    """The value at ``path``, decoding JSON strings on the way; None when a step is missing."""
-    value: Any = capabilities
+    """The value at ``path``, decoding JSON strings on the way; None when a step is missing.
+
+    A first name that is no attribute (or a None one) is read from the ``stats``, as Nova
+    reads a HostState.
+    """
+    first = capabilities.get(path[0])
+    if first is None:
+        first = (capabilities.get("stats") or {}).get(path[0])
+    value: Any = {path[0]: first}
     for key in path:
         if isinstance(value, str):
             try:
@@ -113,7 +122,7 @@ def capabilities_unmet(extra_specs: Mapping[str, str], capabilities: Mapping[str
     for key, requirement in specs.items():
         path = key.split(":")
         if len(path) == 1:
-            if key not in HOST_STATE_ATTRIBUTES:
+            if key not in HOST_STATE_ATTRIBUTES and key not in (capabilities.get("stats") or {}):
                 continue
         elif path[0] != "capabilities":
             continue
@@ -137,10 +146,11 @@ def _short(text: str) -> str:
 def node_capabilities(host, node, num_io_ops: int) -> dict[str, Any]:
     """Nova's HostState values for one node of ``host`` (a :class:`HostState` of Cortex).
 
-    Nova's sources: the compute node record (``memory_mb`` is ``total_usable_ram_mb``,
-    ``free_ram_mb`` is total less reserved less used, disks in GiB but ``free_disk_mb``
-    in MiB, the allocation ratios), ``cpu_info`` as the JSON text the hypervisor
-    reported (:func:`cpu_info_text`), ``supported_instances`` as lists. Values Cortex
+    Nova's sources: the compute node record and its ``stats`` (:func:`node_stats`);
+    ``memory_mb`` is ``total_usable_ram_mb``, ``free_ram_mb`` is total less reserved
+    less used, disks in GiB but ``free_disk_mb`` in MiB, the allocation ratios;
+    ``cpu_info`` as the JSON text the hypervisor reported (:func:`cpu_info_text`),
+    ``supported_instances`` as lists. Values Cortex
     does not hold are left out (a spec naming them fails the node).
     """
     from cortex.rules.image_properties import supported_instances
@@ -154,6 +164,7 @@ def node_capabilities(host, node, num_io_ops: int) -> dict[str, Any]:
         "supported_instances": [list(t) for t in supported_instances(node)],
         "num_instances": len(host.instances), "num_io_ops": num_io_ops,
         "failed_builds": host.failed_builds,
+        "stats": node_stats(host, num_io_ops),
     }
     if vcpu is not None:
         capabilities |= {"vcpus_total": vcpu.total, "vcpus_used": vcpu.used,
@@ -168,6 +179,23 @@ def node_capabilities(host, node, num_io_ops: int) -> dict[str, Any]:
                          "disk_mb_used": (disk.reserved + disk.used) * 1024,
                          "disk_allocation_ratio": disk.allocation_ratio}
     return {k: v for k, v in capabilities.items() if v is not None}
+
+
+def node_stats(host, num_io_ops: int) -> dict[str, str]:
+    """The compute node's ``stats`` as nova-compute keeps them, from the host's instances.
+
+    ``num_instances``, ``num_vm_<vm_state>``, ``num_task_<task_state>`` (``None`` for no
+    task), ``num_proj_<project>``, ``io_workload`` and ``failed_builds``, as strings (the
+    ComputeNode field holds strings). Counts that fell to zero, which nova-compute keeps,
+    are absent here.
+    """
+    stats: dict[str, int] = {"num_instances": len(host.instances)}
+    for instance in host.instances:
+        for key in (f"num_vm_{instance.vm_state}", f"num_task_{instance.task_state}",
+                    f"num_proj_{instance.project_id}"):
+            stats[key] = stats.get(key, 0) + 1
+    stats |= {"io_workload": num_io_ops, "failed_builds": host.failed_builds}
+    return {k: str(v) for k, v in stats.items()}
 
 
 def cpu_info_text(node, cpu_features=frozenset()) -> str | None:

@@ -7,9 +7,11 @@ writes JSON lines to stdout:
 
 * ``{"kind": "host", "fleet": fleet host}``: a drawn compute node as a Cortex fleet-file host
   (inventories with usage, ``hypervisor_type``/``_version``, ``cpu_info``, ``host_ip``,
-  and ``supported_instances`` unless they are what libvirt reports for the node's
-  architecture, which Cortex then derives). Nova's ``HostState`` is built from the same
-  facts through ``HostState.update(compute=ComputeNode(...))``, as the host manager does.
+  instances with their project and states, and ``supported_instances`` unless they are
+  what libvirt reports for the node's architecture, which Cortex then derives). Nova's
+  compute node ``stats`` count the instances as nova-compute does. Nova's ``HostState``
+  is built from the same facts through ``HostState.update(compute=ComputeNode(...))``,
+  as the host manager does.
 * ``{"kind": "request", "id": n, "specs", "image", "intent", "body": hook body,
   "nova": {host: true|false|"raises"}, "why": {host: [capabilities, image]}}``: both
   filters through ``BaseHostFilter._filter_one`` (so ``RUN_ON_REBUILD`` holds);
@@ -38,6 +40,9 @@ from nova_side import body_of, build_spec, configure  # noqa: E402
 
 FEATURES = ("avx", "avx2", "avx512f", "avx512vnni", "aes", "vmx", "svm", "sse4_2", "pcid",
             "sve", "sve2", "amx_tile")
+PROJECTS = ("pa", "pb", "pc")
+STATES = (("active", None), ("active", None), ("active", "image_snapshot"),
+          ("building", "spawning"), ("stopped", None), ("active", "rebuilding"))
 CPUS = (("x86_64", "Intel", "Icelake-Server"), ("x86_64", "Intel", "SapphireRapids"),
         ("x86_64", "AMD", "EPYC-Milan"), ("aarch64", "ARM", "Neoverse-V2"))
 
@@ -87,7 +92,26 @@ def make_host(rng: random.Random, index: int) -> dict:
                             "used": rng.choice((0, 500)), "allocation_ratio": 1.0}}}
     if kind != "QEMU" or supported != libvirt_instances(arch):
         host["supported_instances"] = supported
+    host["instances"] = [
+        {"uuid": str(uuid.UUID(int=(index + 1) * 100 + k)), "project_id": rng.choice(PROJECTS),
+         "vm_state": vm, "task_state": task}
+        for k, (vm, task) in enumerate(rng.choices(STATES, k=rng.choice((0, 1, 2, 4))))]
     return host
+
+
+def stats_of(host: dict) -> dict[str, str]:
+    """The compute node's ``stats`` as nova-compute's Stats counts the host's instances."""
+    stats: dict[str, int] = {"num_instances": len(host["instances"])}
+    io_states = ("resize_migrating", "rebuilding", "resize_prep", "image_snapshot",
+                 "image_backup", "rescuing", "unshelving")
+    for i in host["instances"]:
+        for key in (f"num_vm_{i['vm_state']}", f"num_task_{i['task_state']}",
+                    f"num_proj_{i['project_id']}"):
+            stats[key] = stats.get(key, 0) + 1
+    stats["io_workload"] = sum(stats.get(f"num_task_{t}", 0) for t in io_states) + stats.get(
+        "num_vm_building", 0)
+    stats["failed_builds"] = 0
+    return {k: str(v) for k, v in stats.items()}
 
 
 def host_state(host: dict) -> host_manager.HostState:
@@ -106,7 +130,7 @@ def host_state(host: dict) -> host_manager.HostState:
         hypervisor_version=host["hypervisor_version"], host_ip=host["host_ip"],
         cpu_info=json.dumps(host["cpu_info"]), numa_topology=None, pci_device_pools=None,
         supported_hv_specs=[objects.HVSpec.from_list(s) for s in supported],
-        stats={}, metrics="[]", updated_at=None,
+        stats=stats_of(host), metrics="[]", updated_at=None,
         cpu_allocation_ratio=vcpu["allocation_ratio"],
         ram_allocation_ratio=ram["allocation_ratio"],
         disk_allocation_ratio=disk["allocation_ratio"])
@@ -144,6 +168,14 @@ SPECS = (
     ("capabilities:supported_instances", ("<in> aarch64", "<in> 'i686', 'kvm'")),
     ("capabilities:hypervisor_hostname", ("<in> c0",)),
     ("capabilities:gpu_model", ("H100",)),
+    ("capabilities:num_instances", (">= 2", "0", "<= 1")),
+    ("capabilities:num_vm_active", (">= 1", "2")),
+    ("capabilities:num_proj_pa", (">= 1",)),
+    ("capabilities:num_task_image_snapshot", ("1",)),
+    ("capabilities:io_workload", ("0", ">= 1")),
+    ("capabilities:num_io_ops", ("<= 1",)),
+    ("num_instances", ("<= 2",)),
+    ("num_task_None", (">= 1",)),
     ("hypervisor_type", ("QEMU", "qemu")),
     ("vcpus_total", (">= 64",)),
     ("flavor_tag", ("gold",)),

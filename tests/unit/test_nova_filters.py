@@ -117,6 +117,18 @@ def test_compute_capabilities_agent_cpu_info_without_features_takes_the_flags():
         assert verdict(ComputeCapabilitiesFilter(), state, with_specs(spec)) is None, spec
 
 
+def test_compute_capabilities_reads_the_compute_nodes_stats():
+    state = host("busy", instances=[instance("i1", "pa"), instance("i2", "pa"),
+                                    instance("i3", "pb", task_state="image_snapshot")])
+    for spec, met in (({"capabilities:num_vm_active": "3"}, True),
+                      ({"capabilities:num_proj_pa": ">= 2"}, True),
+                      ({"num_task_None": "2"}, True),                 # unscoped stat
+                      ({"capabilities:io_workload": "1"}, True),
+                      ({"capabilities:num_proj_pc": ">= 0"}, False),  # no such stat
+                      ({"num_proj_pc": "1"}, True)):                  # unscoped, absent: skipped
+        assert (verdict(ComputeCapabilitiesFilter(), state, with_specs(spec)) is None) is met
+
+
 def test_compute_capabilities_any_named_node():
     inventories = {"VCPU": inventory(8)}
     state = host("vc", hypervisor_type="VMware vCenter Server",

@@ -29,7 +29,6 @@ from cortex.request import (
 )
 from cortex.rules.measures import num_io_ops
 from cortex.rules.nova_capabilities import (
-    HOST_STATE_ATTRIBUTES,
     capabilities_unmet,
 )
 from cortex.rules.nova_capabilities import (
@@ -137,11 +136,13 @@ class CapabilitiesBound(ComputeCapabilitiesFilter):
     def _node_key(self, keys: dict, names: tuple[str, ...], host, node) -> tuple:
         """What ``unmet`` reads of the node: a key per name in ``names``."""
         capabilities = self._capabilities(host, node)
-        return tuple(_value_key(keys, host, node.node, n, capabilities.get(n)) for n in names)
+        stats = capabilities.get("stats") or {}
+        return tuple(_value_key(keys, host, node.node, n, capabilities.get(n, stats.get(n)))
+                     for n in names)
 
 
 def _names_read(specs) -> tuple[str, ...]:
-    """The top-level capability names ``capabilities_unmet`` reads for ``specs``."""
+    """The top-level capability names (attributes or stats) ``capabilities_unmet`` reads."""
     names = []
     for key in specs:
         head, sep, rest = key.partition(":")
@@ -149,7 +150,7 @@ def _names_read(specs) -> tuple[str, ...]:
             names.append("cpu_info")
         elif sep and head == "capabilities":
             names.append(rest.split(":")[0])
-        elif not sep and key in HOST_STATE_ATTRIBUTES:
+        elif not sep:
             names.append(key)
     return tuple(dict.fromkeys(names))
 
