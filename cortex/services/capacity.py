@@ -6,13 +6,15 @@ capacity``): how many instances of a shape fit in a zone now and on the empty fl
 hosts that would take them. :class:`FlavorCapacity` keeps
 ``cortex_flavor_placeable_instances{flavor,availability_zone,state}`` for every synced
 Nova flavor that asks for GPUs, computed in a thread of its own once per knowledge
-version, never while a scrape or a request waits.
+version (at most every :data:`MIN_INTERVAL` seconds), never while a scrape or a
+request waits.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -142,22 +144,31 @@ def gpu_flavors(bind: Any) -> list[Shape]:
     return sorted(shapes, key=lambda s: s.flavor or "")
 
 
+#: Seconds between two computations of the flavor gauges at least, whatever the versions.
+MIN_INTERVAL = 300.0
+
+
 class FlavorCapacity:
     """``cortex_flavor_placeable_instances`` per GPU flavor and zone, kept per knowledge version.
 
     ``scheduler``: its knowledge gives the view, its pipelines place; ``flavors()``:
-    the GPU flavors' shapes (:func:`gpu_flavors`); ``devices``: the ``[gpu]`` catalog.
-    :meth:`collect` (a scrape) never computes: it answers the last version's numbers
-    and, when the knowledge has moved, wakes the thread that computes the next
-    (:meth:`refresh`, which the thread runs; tests call it directly).
+    the GPU flavors' shapes (:func:`gpu_flavors`); ``devices``: the ``[gpu]`` catalog;
+    ``min_interval``: seconds between two computations at least (a 10,000-host fleet's
+    takes seconds of a worker's CPU, and the knowledge version moves at every sync).
+    :meth:`collect` (a scrape) never computes: it answers the last numbers and, when
+    the knowledge has moved and ``min_interval`` has passed, wakes the thread that
+    computes the next (:meth:`refresh`, which the thread runs; tests call it directly).
     """
 
     def __init__(self, scheduler: SchedulerService, flavors: Callable[[], list[Shape]],
-                 devices: Any = None, limit: int = DEFAULT_LIMIT) -> None:
+                 devices: Any = None, limit: int = DEFAULT_LIMIT,
+                 min_interval: float = MIN_INTERVAL) -> None:
         self._scheduler = scheduler
         self._flavors = flavors
         self._devices = devices
         self._limit = limit
+        self._min_interval = min_interval
+        self._computed_at: float | None = None
         self._computed: tuple[int | None, list[tuple[str, str, str, int]]] = (None, [])
         self._wake = threading.Event()
         self._lock = threading.Lock()
@@ -188,6 +199,7 @@ class FlavorCapacity:
                 samples.append((shape.flavor or "", zone, "now", found["placeable_now"]))
                 samples.append((shape.flavor or "", zone, "empty", found["placeable_empty"]))
         self._computed = (view.version, samples)
+        self._computed_at = time.monotonic()
         return True
 
     def start(self) -> None:
@@ -215,14 +227,17 @@ class FlavorCapacity:
     def collect(self) -> Iterator[Metric]:
         """The last computed numbers; wakes the thread when the knowledge version moved."""
         current = getattr(self._scheduler.knowledge, "current", None)
-        if current is None or current.version != self._computed[0]:
+        due = self._computed_at is None or (
+            time.monotonic() - self._computed_at >= self._min_interval)
+        if due and (current is None or current.version != self._computed[0]):
             self.start()
             self._wake.set()
         family = GaugeMetricFamily(
             "cortex_flavor_placeable_instances",
             "Instances of a GPU flavor that fit in a zone, placed one after the other "
             "through its pipeline: now (reservations, commitments and failover room "
-            "counted) and on the empty fleet; computed once per knowledge version.",
+            "counted) and on the empty fleet; computed once per knowledge version, at "
+            "most every 5 minutes.",
             labels=["flavor", "availability_zone", "state"])
         for name, zone, state, value in self._computed[1]:
             family.add_metric([name, zone, state], value)
