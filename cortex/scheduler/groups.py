@@ -100,10 +100,10 @@ def gang_of(request: Any) -> Gang | None:
 
     A Nova create that is one of a multi-create (``num_instances > 1``; key
     ``request:<global or own request id>``, which every member's call carries), or that
-    names its group by the ``group_id`` and ``group_size`` hints (key
-    ``hint:<project>/<group_id>``; a Kubernetes pod group is one: its label and its
-    ``pod-group-size`` annotation or PodGroup ``minMember``,
-    :mod:`cortex.request.kubernetes`). ``min_count``: the scheduler hint ``min_count``
+    names its group by the ``group_size`` hint with the ``group_id`` hint or a server
+    group (key ``hint:<project>/<group_id or server group uuid>``; a Kubernetes pod
+    group is one: its label and its ``pod-group-size`` annotation or PodGroup
+    ``minMember``, :mod:`cortex.request.kubernetes`). ``min_count``: the scheduler hint ``min_count``
     (a pod group's ``minMember``; Nova's bodies carry none), else every member; bounded
     to ``1..members``.
     """
@@ -113,7 +113,7 @@ def gang_of(request: Any) -> Gang | None:
     if request.num_instances > 1 and (request.global_request_id or request.request_id):
         key, members = (f"request:{request.global_request_id or request.request_id}",
                         request.num_instances)
-    elif request.network.group_size > 1 and hints.get("group_id"):
+    elif request.network.group_size > 1 and (hints.get("group_id") or request.server_group):
         key, members = (f"hint:{request.project_id or ''}/{request.network.group_id}",
                         request.network.group_size)
     else:

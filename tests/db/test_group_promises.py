@@ -89,6 +89,13 @@ def test_a_multi_create_is_a_gang_and_a_lone_create_is_not():
     assert gang_of(member(["g00"], 0, members=1)) is None
     assert gang_of(member(["g00"], 0, hints={"min_count": ["2"]})).min_count == 2
     assert gang_of(member(["g00"], 0, hints={"min_count": ["9"]})).min_count == 4
+    sized = gang_of(nova(
+        "multi-create-anti-affinity", spec={"num_instances": 1,
+                                            "scheduler_hints": {"group_size": ["3"]}}))
+    assert (sized.key, sized.members, sized.policy) == (
+        "hint:pppppppppppppppppppppppppppppppp/ab5be801-4e02-4d5c-bd67-37562e66ba54", 3,
+        "anti-affinity")
+    assert gang_of(nova("multi-create-anti-affinity", spec={"num_instances": 1})) is None
 
 
 def test_four_boards_asked_three_free_is_refused_at_the_first_call(store, engine):
