@@ -1,10 +1,12 @@
 """The Nova side of the weigher differential: upstream Nova's weigher handler and weighers.
 
 Runs only inside the Nova virtualenv (:mod:`tests.differential.nova_venv`); imports nothing
-of Cortex. Reads ``{"hosts": [...]}`` as JSON on stdin, each host with the facts Nova's
-default weighers read (``host``, ``free_ram_mb``, ``vcpus_total``, ``vcpus_used``,
-``cpu_allocation_ratio``, ``free_disk_mb``, ``hypervisor_version``, ``num_io_ops``,
-``failed_builds``, ``free_pci``), builds a ``HostState`` of each in that order, and weighs
+of Cortex. Reads ``{"hosts": [...], "group"?: {"policy", "members", "hosts"}}`` as JSON on
+stdin, each host with the facts Nova's default weighers read (``host``, ``free_ram_mb``,
+``vcpus_total``, ``vcpus_used``, ``cpu_allocation_ratio``, ``free_disk_mb``,
+``hypervisor_version``, ``num_io_ops``, ``failed_builds``, ``free_pci``, ``instances``:
+instance uuids on the host), builds a ``HostState`` of each in that order (the request's
+server group from ``group``), and weighs
 them with ``HostWeightHandler.get_weighed_objects`` over every class of
 ``nova.scheduler.weights.all_weighers()`` (Nova's default ``weight_classes``) under the
 default configuration. Writes ``{"weights": {host: weight}, "order": [host, ...]}``: the
@@ -33,7 +35,7 @@ def host_state(facts: dict) -> host_manager.HostState:
                  "free_disk_mb", "hypervisor_version", "num_io_ops", "failed_builds"):
         setattr(state, name, facts[name])
     state.aggregates = []
-    state.instances = {}
+    state.instances = dict.fromkeys(facts.get("instances", ()))
     state.metrics = []
     # PCIWeigher reads only the pools' counts (nova/scheduler/weights/pci.py)
     state.pci_stats = SimpleNamespace(pools=[{"count": facts["free_pci"]}]
@@ -43,9 +45,13 @@ def host_state(facts: dict) -> host_manager.HostState:
 
 def main() -> None:
     CONF([], project="nova", default_config_files=[])
-    hosts = [host_state(facts) for facts in json.load(sys.stdin)["hosts"]]
+    asked = json.load(sys.stdin)
+    hosts = [host_state(facts) for facts in asked["hosts"]]
     spec = objects.RequestSpec()
-    spec.instance_group = None
+    group = asked.get("group")
+    spec.instance_group = objects.InstanceGroup(
+        policy=group["policy"], policies=[group["policy"]], members=group["members"],
+        hosts=group["hosts"]) if group else None
     weighers = [cls() for cls in weights.all_weighers()]
     weighed = weights.HostWeightHandler().get_weighed_objects(weighers, hosts, spec)
     json.dump({"weights": {w.obj.host: w.weight for w in weighed},

@@ -62,14 +62,15 @@ def draw(rng: random.Random, index: int) -> tuple[dict, dict]:
     return host, facts
 
 
-def nova_weights(facts: list[dict]) -> dict:
+def nova_weights(facts: list[dict], group: dict | None = None) -> dict:
     """Nova's answer for the hosts (weights, order); fails when the Nova side fails."""
     try:
         python = nova_venv() / "bin" / "python"
     except NovaUnavailable as exc:
         pytest.fail(str(exc))
     done = subprocess.run([str(python), str(HERE / "nova_weigh.py")],
-                          input=json.dumps({"hosts": facts}), capture_output=True, text=True,
+                          input=json.dumps({"hosts": facts, "group": group}),
+                          capture_output=True, text=True,
                           check=False)
     if done.returncode:
         pytest.fail(f"nova_weigh.py failed: {done.stderr[-3000:]}")
@@ -114,3 +115,40 @@ def test_nova_baseline_weighs_as_nova(seed, empty_database_url, tmp_path):
     assert len({round(w, 6) for w in weights.values()}) > 10  # the weights differ...
     assert weights["t000"] == weights["w000"] and weights["t001"] == weights["w001"]
     assert found["hosts"].index("w000") < found["hosts"].index("t000")  # ...ties: input order
+
+
+@pytest.mark.parametrize("policy, seed", [("soft-affinity", 4), ("soft-anti-affinity", 5)])
+def test_soft_group_weighers_weigh_as_nova(policy, seed, empty_database_url, tmp_path):
+    """A soft (anti-)affinity group whose members run on some hosts, 0 to 3 each."""
+    rng = random.Random(seed)
+    drawn = [draw(rng, i) for i in range(40)]
+    members, on = [], {}
+    for host, fact in drawn:
+        here = [f"{host['host']}-member-{k}" for k in range(rng.choice((0, 0, 1, 2, 3)))]
+        host["instances"] = host.get("instances", []) + [
+            {"uuid": u, "vm_state": "active", "task_state": None} for u in here]
+        fact["instances"] = here
+        members += here
+        if here:
+            on[host["host"]] = here
+    group = {"policy": policy, "members": members, "hosts": sorted(on)}
+    hosts, facts = [h for h, _ in drawn], [f for _, f in drawn]
+    nova = nova_weights(facts, group)
+    body = load_body(FIXTURES / "nova" / "cpu-general-purpose.json")
+    body["spec"]["nova_object.data"]["instance_group"] = {
+        "nova_object.name": "InstanceGroup", "nova_object.namespace": "nova",
+        "nova_object.version": "1.11",
+        "nova_object.data": {"uuid": "5ca1ab1e-0000-4000-8000-000000000001", "rules": {},
+                             "policy": policy, "members": members, "hosts": sorted(on)}}
+    body["hosts"] = [{"host": h["host"], "hypervisor_hostname": h["host"]} for h in hosts]
+    body["weights"] = {h["host"]: 0.0 for h in hosts}
+    with fleet_app(empty_database_url, hosts, (), tmp_path, **{
+            "scheduler.pipelines_file": str(baseline_pipelines(tmp_path / "baseline.yaml"))
+    }) as app:
+        answer = app.test_client().post("/v1/scheduler/nova/simulate", json=body)
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    found = answer.get_json()
+    assert found["final_weights"] == pytest.approx(nova["weights"], abs=1e-6)
+    weights = nova["weights"]
+    for ours, theirs in zip(found["hosts"], nova["order"], strict=True):
+        assert ours == theirs or abs(weights[ours] - weights[theirs]) < 1e-9, (ours, theirs)
