@@ -12,11 +12,7 @@ from cortex.dashboard.units import nice_ceiling
 
 #: Forecast charts drawn at most (the soonest exhaustions first).
 MAX_CHARTS = 24
-
-
 _W, _H = 460, 170
-
-
 _LEFT, _TOP, _RIGHT, _BOTTOM = 40, 12, 10, 22
 
 

@@ -16,12 +16,8 @@ from cortex.knowledge.view import KnowledgeView
 
 #: States of a GPU cell, as CSS classes and in the legend's order.
 GPU_STATES = ("free", "used", "partial", "unhealthy")
-
-
 GPU_STATE_LABELS = {"free": "free", "used": "used", "partial": "MIG / vGPU, partly used",
                     "unhealthy": "unhealthy"}
-
-
 _HEATMAP_MEMO: list[Any] = [None]
 
 

@@ -13,21 +13,11 @@ from cortex.store.timeline import Timeline
 
 #: (service, pipeline) series drawn with a colour of their own; the rest are "other".
 MAX_SERIES = 8
-
-
 _CHART_W, _CHART_H = 960, 260
-
-
 _LEFT, _TOP_MARGIN, _RIGHT, _BOTTOM = 48, 18, 12, 30
-
-
 #: Outcomes stacked in their series' colour, and the marked ones, bottom to top.
 _COUNTED, _MARKED = ("ok", "simulated"), ("rejected", "error")
-
-
 _MARK_LABELS = {"rejected": "refused (4xx)", "error": "error (503)"}
-
-
 #: Seconds between two labelled times of the x axis: the first giving at most 8 labels.
 _TICKS = (300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
 

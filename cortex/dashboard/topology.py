@@ -16,11 +16,7 @@ from cortex.knowledge.topology import GpuLink, HostTopology, NumaCell
 #: Abbreviations of NVML's P2P levels, as ``nvidia-smi topo -m`` prints them.
 LEVELS = {"INTERNAL": "X", "SINGLE": "PIX", "MULTIPLE": "PXB", "HOSTBRIDGE": "PHB",
           "NODE": "NODE", "SYSTEM": "SYS"}
-
-
 _DRAWN_LEVELS = ("SINGLE", "MULTIPLE")
-
-
 _GPU_W, _GPU_H, _GAP, _TOP = 118, 52, 16, 96
 
 

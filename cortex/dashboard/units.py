@@ -6,8 +6,6 @@ import itertools
 
 #: Binary units above the unit Placement counts a resource class in (MiB, GiB).
 _BINARY_UNITS = {"MEMORY_MB": ("MiB", "GiB", "TiB", "PiB"), "DISK_GB": ("GiB", "TiB", "PiB")}
-
-
 #: Names of counted resource classes, singular and plural.
 _COUNTS = {"VCPU": ("vCPU", "vCPUs"), "PCPU": ("CPU", "CPUs")}
 

@@ -134,11 +134,7 @@ def pipelines_page():
 
 #: Seconds between two reloads of a live panel unless ``?refresh=`` says otherwise.
 REFRESH_SECONDS = 10
-
-
 _MAX_REFRESH = 3600
-
-
 #: Services a decision can be of, as the decisions table spells them.
 SERVICES = ("nova", "cinder", "manila", "kubernetes")
 
