@@ -30,19 +30,30 @@ def free_share(node: Any, resource_class: str, request: Any) -> float | None:
 
 
 def nova_free(node: Any, resource_class: str) -> float | None:
-    """What Nova's weighers call free on ``node``, from its Placement inventory; None: none.
+    """What Nova's weighers call free on ``node``, from its Placement inventories; None: none.
 
     ``MEMORY_MB``: ``free_ram_mb``, the compute node's ``memory_mb - memory_mb_used``,
     i.e. ``total - reserved - used`` (RAMWeigher); ``DISK_GB``: ``free_disk_mb``,
     ``(total - reserved - used) * 1024`` (DiskWeigher); ``VCPU``: ``vcpus_total *
-    cpu_allocation_ratio - vcpus_used``, reserved CPUs not counted (CPUWeigher,
-    ``nova/scheduler/weights/cpu.py``). Before placing the request, as Nova weighs.
+    cpu_allocation_ratio - vcpus_used`` (CPUWeigher, ``nova/scheduler/weights/cpu.py``).
+    Nova's ``vcpus_total`` is the shared CPUs (the VCPU inventory's total; 0 on a host
+    with dedicated CPUs only) and its ``vcpus_used`` the reserved host CPUs plus every
+    guest's vCPUs, pinned ones included (the resource tracker counts each flavor's
+    ``vcpus``, ``nova/compute/resource_tracker.py``): VCPU ``reserved + used`` plus PCPU
+    ``used``. None for ``VCPU`` when the node has neither class. Before placing the
+    request, as Nova weighs.
     """
+    if resource_class == "VCPU":
+        shared, dedicated = node.inventories.get("VCPU"), node.inventories.get("PCPU")
+        if shared is None and dedicated is None:
+            return None
+        total = shared.total * shared.allocation_ratio if shared is not None else 0.0
+        used = (shared.reserved + shared.used if shared is not None else 0) + (
+            dedicated.used if dedicated is not None else 0)
+        return float(total - used)
     inventory = node.inventories.get(resource_class)
     if inventory is None:
         return None
-    if resource_class == "VCPU":
-        return inventory.total * inventory.allocation_ratio - inventory.used
     free = inventory.total - inventory.reserved - inventory.used
     return float(free * 1024 if resource_class == "DISK_GB" else free)
 
