@@ -31,6 +31,9 @@ def verdict(plugin, state, request, nodes=()):
     ({"force_nodes": ["cmp0004.cloud.example"]}, "cmp0004", ("cmp0004.cloud.example",), None),
     ({"force_nodes": ["cmp0004.cloud.example"]}, "cmp0005", ("cmp0005.cloud.example",),
      "no node of the host is in force_nodes"),
+    # node names compare exactly, as in Nova's HostManager (host names do not)
+    ({"force_nodes": ["CMP0004.cloud.example"]}, "cmp0004", ("cmp0004.cloud.example",),
+     "no node of the host is in force_nodes"),
 ])
 def test_host_instructions(spec, name, nodes, expected):
     request = nova(spec=spec)

@@ -2,8 +2,8 @@
 
 Nova's HostManager rules (``nova/scheduler/host_manager.py``,
 ``_strip_ignore_hosts``/``_match_forced_hosts``/``_match_forced_nodes``): ignored
-hosts are removed; when hosts or nodes are forced, only those stay. Names compare
-case-insensitively, as Nova does. Runs on rebuild too (the instructions still hold).
+hosts are removed; when hosts or nodes are forced, only those stay. Host names compare
+case-insensitively and node names exactly, as Nova does. Runs on rebuild too (the instructions still hold).
 Invert: none; these are the caller's instructions.
 """
 
@@ -36,9 +36,9 @@ class HostInstructionsFilter(Filter[NovaRequest, HostState]):
             return "host is in ignore_hosts"
         if request.force_hosts and name not in {h.lower() for h in request.force_hosts}:
             return "host is not in force_hosts"
-        if request.force_nodes:
-            forced = {n.lower() for n in request.force_nodes}
-            nodes = {n.lower() for n in (candidate.nodes or tuple(host.nodes))}
+        if request.force_nodes:  # node names compare exactly, as in Nova
+            forced = set(request.force_nodes)
+            nodes = set(candidate.nodes or tuple(host.nodes))
             if not nodes & forced:
                 return "no node of the host is in force_nodes"
         return None
