@@ -243,3 +243,31 @@ def test_an_expired_promise_with_unclaimed_slots_is_counted_by_the_next_group(st
                        RunOptions(pipeline="kvm-gpu-topology-aware", now=later))
     assert counted(registry, "expired") == 1
     assert [g.key for g in group_store(store).active(later)] == ["request:req-new"]
+
+
+def test_concurrent_later_members_each_take_a_slot_of_their_own(store):
+    current = fleet(free=8)
+    hosts = list(current.hosts)
+    scheduler, _ = service(current, store)
+    first = scheduler.schedule(member(hosts, 0, members=8), LIVE).result[0]
+    barrier = threading.Barrier(7)
+    answers, errors = {}, []
+
+    def one(i):
+        worker, _ = service(current, store)
+        barrier.wait()
+        try:
+            answers[i] = worker.schedule(member(hosts, i, members=8), LIVE).result[0]
+        except Exception as exc:  # noqa: BLE001 - the assert below names it
+            errors.append(exc)
+
+    workers = [threading.Thread(target=one, args=(i,)) for i in range(1, 8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert errors == []
+    assert sorted([first, *answers.values()]) == sorted(hosts)
+    slots = group_store(store).slots(
+        group_store(store).find("request:req-gang", datetime.now(UTC)), datetime.now(UTC))
+    assert sorted(s.instance_uuid for s in slots) == [f"req-gang-i{i}" for i in range(8)]
