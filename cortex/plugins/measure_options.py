@@ -1,9 +1,19 @@
-"""The options of the capacity weighers that can weigh Nova's measure or Cortex's."""
+"""The capacity weighers that can weigh Nova's measure or Cortex's: options and base.
+
+:class:`FreeResourceWeigher` is the CPU, RAM and disk weighers' common rule (Nova's
+resource weighers, ``nova/scheduler/weights/{cpu,ram,disk}.py``); each names its
+resource class and its options (:class:`FreeVcpusOptions`, :class:`FreeMbOptions`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
+
+from cortex.knowledge.view import HostState
+from cortex.plugins.base import Weigher
+from cortex.request import Candidate, NovaRequest
+from cortex.rules.measures import free_share, nova_free
 
 
 @dataclass(frozen=True)
@@ -36,3 +46,32 @@ class FreeVcpusOptions(MeasureOptions):
     """:class:`MeasureOptions` of the CPU weigher: Nova's ``free_vcpus``."""
 
     NOVA: ClassVar[str] = "free_vcpus"
+
+
+class FreeResourceWeigher(Weigher[NovaRequest, HostState]):
+    """What stays free of one resource class on the host's named nodes: set ``resource_class``.
+
+    ``measure: free_share`` (:class:`MeasureOptions`): the share of the class's capacity
+    left after placing the request (:func:`cortex.rules.measures.free_share`), of the
+    class :meth:`weighed_class` names; Nova's measure: the amount Nova's weigher calls
+    free before placement (:func:`cortex.rules.measures.nova_free`) of
+    ``resource_class``. The best of the named nodes counts; a host without the
+    inventory weighs 0. ``normalize_bounds`` is Nova's resource weighers' ``minval``.
+    """
+
+    resource_class: ClassVar[str] = ""
+    normalize_bounds = (0.0, None)
+
+    def weighed_class(self, request: NovaRequest) -> str:
+        """The resource class whose free share is weighed; default ``resource_class``."""
+        return self.resource_class
+
+    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
+        """Highest free share (or Nova's free amount) among the named nodes; 0 without."""
+        nodes = host.nodes_named(candidate.nodes)
+        if self.options.measure == self.options.NOVA:
+            found = [nova_free(n, self.resource_class) for n in nodes]
+        else:
+            weighed = self.weighed_class(request)
+            found = [free_share(n, weighed, request) for n in nodes]
+        return max((s for s in found if s is not None), default=0.0)

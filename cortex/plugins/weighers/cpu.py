@@ -17,31 +17,19 @@ weighs 0.
 
 from __future__ import annotations
 
-from cortex.knowledge.view import HostState
-from cortex.plugins.base import Weigher
-from cortex.plugins.measure_options import FreeVcpusOptions
+from cortex.plugins.measure_options import FreeResourceWeigher, FreeVcpusOptions
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
-from cortex.rules.measures import free_share, nova_free
+from cortex.request import NovaRequest
 
 
 @register
-class CPUWeigher(Weigher[NovaRequest, HostState]):
+class CPUWeigher(FreeResourceWeigher):
     """Free share of the requested CPU class after placement."""
 
     name = "weigher_cpu"
     Options = FreeVcpusOptions
-    normalize_bounds = (0.0, None)  # Nova's CPUWeigher.minval
+    resource_class = "VCPU"
 
-    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
-        """Highest free share (or free VCPUs) among the named nodes (0 without inventory)."""
-        nodes = host.nodes_named(candidate.nodes)
-        if self.options.measure == "free_vcpus":
-            found = [nova_free(n, "VCPU") for n in nodes]
-        else:
-            rc = "PCPU" if "PCPU" in request.resources else "VCPU"
-            found = [free_share(n, rc, request) for n in nodes]
-        return max((s for s in found if s is not None), default=0.0)
+    def weighed_class(self, request: NovaRequest) -> str:
+        """PCPU for a request of dedicated CPUs, else VCPU."""
+        return "PCPU" if "PCPU" in request.resources else "VCPU"

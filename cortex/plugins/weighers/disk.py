@@ -13,30 +13,14 @@ pipeline that weighs as Nova does. A host without DISK_GB inventory weighs 0.
 
 from __future__ import annotations
 
-from cortex.knowledge.view import HostState
-from cortex.plugins.base import Weigher
-from cortex.plugins.measure_options import FreeMbOptions
+from cortex.plugins.measure_options import FreeMbOptions, FreeResourceWeigher
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
-from cortex.rules.measures import free_share, nova_free
 
 
 @register
-class DiskWeigher(Weigher[NovaRequest, HostState]):
+class DiskWeigher(FreeResourceWeigher):
     """Free share of DISK_GB after placement."""
 
     name = "weigher_disk"
     Options = FreeMbOptions
-    normalize_bounds = (0.0, None)  # Nova's DiskWeigher.minval
-
-    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
-        """Highest free share (or free MiB) among the named nodes (0 without inventory)."""
-        nodes = host.nodes_named(candidate.nodes)
-        if self.options.measure == "free_mb":
-            found = [nova_free(n, "DISK_GB") for n in nodes]
-        else:
-            found = [free_share(n, "DISK_GB", request) for n in nodes]
-        return max((s for s in found if s is not None), default=0.0)
+    resource_class = "DISK_GB"

@@ -12,34 +12,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cortex.knowledge.view import HostState
-from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.plugins.scaled_count import ScaledCountWeigher, ScaleOptions
+from cortex.request import NovaRequest
 
 
 @dataclass(frozen=True)
-class InstanceCountOptions:
+class InstanceCountOptions(ScaleOptions):
     """``scale``: the instance count that weighs 1 before tanh (> 0)."""
 
     scale: float = 50.0
 
-    def __post_init__(self) -> None:
-        """Reject a non-positive scale."""
-        if self.scale <= 0:
-            raise ValueError("scale must be > 0")
-
 
 @register
-class InstanceCountWeigher(Weigher[NovaRequest, HostState]):
+class InstanceCountWeigher(ScaledCountWeigher[NovaRequest, HostState]):
     """Instances on the host, scaled."""
 
     name = "weigher_instance_count"
-    host_only = True
     Options = InstanceCountOptions
 
-    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
-        """``len(instances) / scale``."""
-        return len(host.instances) / self.options.scale
+    def count(self, host: HostState) -> float:
+        """``len(instances)``."""
+        return len(host.instances)

@@ -13,36 +13,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cortex.knowledge.view import HostState
-from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.plugins.scaled_count import ScaledCountWeigher, ScaleOptions
+from cortex.request import NovaRequest
 from cortex.rules.measures import num_io_ops
 
 
 @dataclass(frozen=True)
-class IoOpsOptions:
+class IoOpsOptions(ScaleOptions):
     """``scale``: the I/O ops count that weighs 1 before tanh (> 0)."""
 
     scale: float = 4.0
 
-    def __post_init__(self) -> None:
-        """Reject a non-positive scale."""
-        if self.scale <= 0:
-            raise ValueError("scale must be > 0")
-
 
 @register
-class IoOpsWeigher(Weigher[NovaRequest, HostState]):
+class IoOpsWeigher(ScaledCountWeigher[NovaRequest, HostState]):
     """Instances in I/O-heavy operations on the host, scaled."""
 
     name = "weigher_io_ops"
-    host_only = True
     Options = IoOpsOptions
     normalize_bounds = (0.0, None)  # Nova's IoOpsWeigher.minval
 
-    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
-        """``num_io_ops / scale``."""
-        return num_io_ops(host) / self.options.scale
+    def count(self, host: HostState) -> float:
+        """``num_io_ops``."""
+        return num_io_ops(host)

@@ -12,35 +12,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cortex.knowledge.view import StoragePoolState
-from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    CinderRequest,
-)
+from cortex.plugins.scaled_count import ScaledCountWeigher, ScaleOptions
+from cortex.request import CinderRequest
 
 
 @dataclass(frozen=True)
-class VolumeCountOptions:
+class VolumeCountOptions(ScaleOptions):
     """``scale``: the volume count that weighs 1 before tanh (> 0)."""
 
     scale: float = 500.0
 
-    def __post_init__(self) -> None:
-        """Reject a non-positive scale."""
-        if self.scale <= 0:
-            raise ValueError("scale must be > 0")
-
 
 @register
-class VolumeCountWeigher(Weigher[CinderRequest, StoragePoolState]):
+class VolumeCountWeigher(ScaledCountWeigher[CinderRequest, StoragePoolState]):
     """Volumes on the pool, scaled."""
 
     name = "weigher_volume_count"
-    host_only = True
     services = ("cinder",)
     Options = VolumeCountOptions
 
-    def weigh(self, pool: StoragePoolState, request: CinderRequest, candidate: Candidate) -> float:
-        """``resource_count / scale``."""
-        return pool.resource_count / self.options.scale
+    def count(self, pool: StoragePoolState) -> float:
+        """``resource_count``."""
+        return pool.resource_count
