@@ -11,7 +11,9 @@ any hint through; values are lists of strings):
 - ``preferred_domain``: a leaf, spine or block name;
 - ``latency_sensitive``: ``true``/``false``; true makes the domain a hard constraint;
 - ``network_bandwidth``: the minimum uplink bandwidth of the domain, Gbit/s;
-- ``group_size`` and ``group_id``: name the group explicitly.
+- ``group_size`` and ``group_id``: name the group explicitly;
+- ``nvlink_clique``: ``true``/``false``; true places the whole group inside one
+  multi-node NVLink domain (:func:`cortex.scheduler.groups.clique_of`) or refuses it.
 
 Bad values raise BadRequest (answered 400).
 """
@@ -35,7 +37,8 @@ class NetworkPlacement:
 
     ``group_id`` (None: a lone instance) and ``group_size`` (instances in the group,
     at least 1); ``strategy`` one of :data:`STRATEGIES` or None (the pipeline decides);
-    ``min_uplink_gbps`` in Gbit/s or None.
+    ``min_uplink_gbps`` in Gbit/s or None; ``one_clique``: every member inside one
+    NVLink clique.
     """
 
     group_id: str | None
@@ -44,6 +47,7 @@ class NetworkPlacement:
     preferred_domain: str | None
     latency_sensitive: bool
     min_uplink_gbps: float | None
+    one_clique: bool = False
 
     @property
     def asks_anything(self) -> bool:
@@ -97,10 +101,14 @@ def network_placement(hints: Mapping[str, tuple[str, ...]], num_instances: int,
     latency = (_first(hints, "latency_sensitive") or "false").lower()
     if latency not in _TRUE + _FALSE:
         raise BadRequest(f"scheduler hint latency_sensitive={latency!r}: true or false")
+    clique = (_first(hints, "nvlink_clique") or "false").lower()
+    if clique not in _TRUE + _FALSE:
+        raise BadRequest(f"scheduler hint nvlink_clique={clique!r}: true or false")
     members = len(group.members) if group is not None else 0
     size = _size(_first(hints, "group_size")) or max(1, num_instances, members)
     group_id = _first(hints, "group_id") or (group.uuid if group is not None else None)
     if group_id is None and size > 1 and (global_request_id or request_id):
         group_id = f"request:{global_request_id or request_id}"
     return NetworkPlacement(group_id, size, strategy, _first(hints, "preferred_domain"),
-                            latency in _TRUE, _bandwidth(_first(hints, "network_bandwidth")))
+                            latency in _TRUE, _bandwidth(_first(hints, "network_bandwidth")),
+                            clique in _TRUE)

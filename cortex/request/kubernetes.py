@@ -62,6 +62,7 @@ ANNOTATIONS = {
     f"{PREFIX}preferred-domain": "preferred_domain",
     f"{PREFIX}placement-strategy": "placement_strategy",
     f"{PREFIX}pod-group-size": "group_size",
+    f"{PREFIX}nvlink-clique": "nvlink_clique",
 }
 NUMA_POLICY = f"{PREFIX}numa-policy"
 #: The PCI NUMA policies of the ``numa-policy`` annotation (Nova's
@@ -75,6 +76,7 @@ ANNOTATION_VALUES = {
     f"{PREFIX}preferred-domain": "a leaf, spine or block name",
     f"{PREFIX}placement-strategy": f"one of {', '.join(STRATEGIES)}",
     f"{PREFIX}pod-group-size": "an integer 1..10000",
+    f"{PREFIX}nvlink-clique": "true or false",
     NUMA_POLICY: f"one of {', '.join(NUMA_POLICIES)}",
 }
 #: Pod labels naming the pod's group (gang): the coscheduling plugin's, current and older.

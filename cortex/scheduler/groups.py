@@ -78,7 +78,8 @@ class Gang:
     """A group placed all or nothing: ``key`` names it, ``members`` asked, ``min_count``.
 
     ``policy``: the server group's (``affinity``, ``anti-affinity``) or None;
-    ``max_per_host``: members an anti-affinity group may put on one host.
+    ``max_per_host``: members an anti-affinity group may put on one host;
+    ``one_clique``: every member inside one NVLink clique (:func:`clique_of`).
     """
 
     key: str
@@ -86,6 +87,7 @@ class Gang:
     min_count: int
     policy: str | None = None
     max_per_host: int = 1
+    one_clique: bool = False
 
 
 def _hint_int(hints: Any, name: str) -> int | None:
@@ -103,9 +105,10 @@ def gang_of(request: Any) -> Gang | None:
     names its group by the ``group_size`` hint with the ``group_id`` hint or a server
     group (key ``hint:<project>/<group_id or server group uuid>``; a Kubernetes pod
     group is one: its label and its ``pod-group-size`` annotation or PodGroup
-    ``minMember``, :mod:`cortex.request.kubernetes`). ``min_count``: the scheduler hint ``min_count``
-    (a pod group's ``minMember``; Nova's bodies carry none), else every member; bounded
-    to ``1..members``.
+    ``minMember``: :mod:`cortex.request.kubernetes`). ``min_count``: the scheduler hint
+    ``min_count`` (a pod group's ``minMember``; Nova's bodies carry none), else every
+    member; bounded to ``1..members``. The ``nvlink_clique`` hint binds the group to one
+    NVLink clique.
     """
     if not isinstance(request, NovaRequest) or request.intent != "create":
         return None
@@ -129,7 +132,8 @@ def gang_of(request: Any) -> Gang | None:
             per_host = max(1, int(group.rules.get("max_server_per_host", 1)))
         except (TypeError, ValueError):
             per_host = 1
-    return Gang(key, members, min(members, wanted or members), policy, per_host)
+    return Gang(key, members, min(members, wanted or members), policy, per_host,
+                request.network.one_clique)
 
 
 def holding(request: Any, options: Any) -> Any:
@@ -288,24 +292,71 @@ def _plan(pipeline: Pipeline, request: Any, base: KnowledgeView, view: Knowledge
     return members
 
 
+#: The Kubernetes node label of a node's multi-node NVLink clique, as NVIDIA's GPU
+#: feature discovery sets it (``<cluster uuid>.<clique id>``).
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+
+
+def clique_of(view: KnowledgeView, host: str) -> str | None:
+    """The multi-node NVLink domain of ``host``; None when it is in none.
+
+    A Kubernetes node's :data:`CLIQUE_LABEL`, else the host's NVL block in the fabric
+    (``topology:block`` aggregate metadata, the topology file or Prometheus:
+    :mod:`cortex.knowledge.network`).
+    """
+    state = view.hosts.get(host)
+    label = state.labels.get(CLIQUE_LABEL) if state is not None else None
+    if label:
+        return str(label)
+    location = view.network.locations.get(host)
+    return location.block if location is not None else None
+
+
+def _rankings(base: KnowledgeView, ranking: list[str], gang: Gang) -> list[list[str]]:
+    """The rankings a plan may walk: the whole one, or one per NVLink clique.
+
+    For a group bound to one clique, each clique's hosts in ``ranking``'s order, the
+    clique of the best host first; hosts in no clique are left out.
+    """
+    if not gang.one_clique:
+        return [ranking]
+    cliques: dict[str, list[str]] = {}
+    for host in ranking:
+        clique = clique_of(base, host)
+        if clique is not None:
+            cliques.setdefault(clique, []).append(host)
+    return list(cliques.values())
+
+
+def _best_plan(pipeline: Pipeline, request: Any, base: KnowledgeView, view: KnowledgeView,
+               rankings: list[list[str]], gang: Gang, ttl: float,
+               now: datetime) -> list[Reservation]:
+    """The first ranking's plan that reaches ``min_count``, else the largest plan found."""
+    best: list[Reservation] = []
+    for ranking in rankings:
+        members = _plan(pipeline, request, base, view, ranking, gang, None, ttl, now)
+        if len(members) >= gang.min_count:
+            return members
+        best = max(best, members, key=len)
+    return best
+
+
 def _first(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: KnowledgeView,
            result: PipelineResult, groups: Any, gang: Gang, ttl: float,
            now: datetime, started: float, metrics: Any) -> PipelineResult | None:
     """The first member's call: plan, re-check under the locks, promise all or refuse."""
-    ranking = _judged(result, base)
-    current: list[Reservation] | None = None
+    rankings = _rankings(base, _judged(result, base), gang)
     members: list[Reservation] = []
     for _ in range(MAX_PLANS):
-        members = _plan(pipeline, request, base, overlaid, ranking, gang, current, ttl, now)
+        members = _best_plan(pipeline, request, base, overlaid, rankings, gang, ttl, now)
         if len(members) < gang.min_count:
             break
         with groups.lock(gang.key, {m.host for m in members}, now) as held:
             if held.existing is not None:  # a sibling's call promised the group meanwhile
                 break
-            current = held.reservations
             again = _plan(pipeline, request, base, overlaid,
-                          list(dict.fromkeys(m.host for m in members)), gang, current,
-                          ttl, now)
+                          list(dict.fromkeys(m.host for m in members)), gang,
+                          held.reservations, ttl, now)
             if [m.host for m in again] == [m.host for m in members]:
                 promise = held.promise(request.service, gang.members, gang.min_count,
                                        members)
@@ -319,10 +370,11 @@ def _first(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: Know
         if held.existing is not None:
             return _later(pipeline, request, base, overlaid, result, groups, held.existing,
                           now, started)
-        current = None  # another call took room on these hosts: plan with what is stored
+        # another call took room on these hosts: plan again with what is stored
         overlaid = _fresh(overlaid, base, groups, request, now)
     _count(metrics, request.service, "refused_whole")
-    reason = (f"group {gang.key}: {len(members)} of {gang.members} members fit "
+    where = " in one NVLink clique" if gang.one_clique else ""
+    reason = (f"group {gang.key}: {len(members)} of {gang.members} members fit{where} "
               f"(min_count {gang.min_count}); none promised")
     return _answer(result, [], StepResult(
         STEP, "filter", "ran", _ms(started), hosts_in=len(result.hosts),

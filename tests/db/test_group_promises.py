@@ -8,8 +8,10 @@ as Nova makes them.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -18,7 +20,7 @@ from sqlalchemy import delete, func, select
 from cortex import conf
 from cortex.db import models
 from cortex.pipeline.config import load_pipelines
-from cortex.scheduler.groups import count_expired, gang_of, group_store
+from cortex.scheduler.groups import CLIQUE_LABEL, clique_of, count_expired, gang_of, group_store
 from cortex.scheduler.metrics import SchedulerMetrics
 from cortex.scheduler.service import RunOptions, SchedulerService, SchedulerSettings
 from cortex.store.reservations import ReservationStore
@@ -271,3 +273,43 @@ def test_concurrent_later_members_each_take_a_slot_of_their_own(store):
     slots = group_store(store).slots(
         group_store(store).find("request:req-gang", datetime.now(UTC)), datetime.now(UTC))
     assert sorted(s.instance_uuid for s in slots) == [f"req-gang-i{i}" for i in range(8)]
+
+
+def clique_fleet(per_clique=4, cliques=2, busy=(0, 0)):
+    """Boards labelled with their NVLink clique (``c0``...), as Kubernetes nodes are.
+
+    ``busy``: per clique, how many of its boards (the first) have every GPU in use.
+    """
+    boards = []
+    for c in range(cliques):
+        for i in range(per_clique):
+            made = (busy_board if i < busy[c] else gpu_host)(f"c{c}n{i}")
+            boards.append(dataclasses.replace(made, labels=MappingProxyType(
+                {CLIQUE_LABEL: f"cluster-1.{c}"})))
+    return view(*boards, service="nova")
+
+
+@pytest.mark.parametrize("members", [4, 6])
+def test_a_clique_bound_group_never_spans_two_cliques(store, engine, members):
+    current = clique_fleet(per_clique=4, cliques=2)  # eight free boards, four per clique
+    scheduler, _ = service(current, store)
+    decision = scheduler.schedule(member(list(current.hosts), 0, members=members,
+                                         hints={"nvlink_clique": ["true"]}), LIVE)
+    promised = group_store(store).find("request:req-gang", datetime.now(UTC))
+    if members == 6:  # eight boards free, but no clique holds six
+        assert decision.result == () and promised is None and stored(engine) == (0, 0)
+        assert "in one NVLink clique" in decision.steps[-1].detail
+    else:
+        assert len({clique_of(current, h) for h in promised.hosts}) == 1
+        assert len(set(promised.hosts)) == 4
+
+
+def test_a_clique_bound_group_takes_the_clique_that_holds_it(store):
+    current = clique_fleet(per_clique=4, cliques=2, busy=(2, 1))  # two free, then three
+    scheduler, _ = service(current, store)
+    scheduler.schedule(member(list(current.hosts), 0, members=3,
+                              hints={"nvlink_clique": ["true"]}), LIVE)
+    promised = group_store(store).find("request:req-gang", datetime.now(UTC))
+    assert sorted(promised.hosts) == ["c1n1", "c1n2", "c1n3"]
+    assert gang_of(member(["g00"], 0, hints={"nvlink_clique": ["true"]})).one_clique
+    assert not gang_of(member(["g00"], 0)).one_clique
