@@ -10,27 +10,14 @@ weighed. A positive multiplier scatters the group (Nova's default
 
 from __future__ import annotations
 
-from cortex.knowledge.view import HostState
-from cortex.plugins.base import Weigher
+from cortex.plugins.group_weighing import SoftGroupWeigher
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
-from cortex.rules.measures import group_members_on_host
 
 
 @register
-class ServerGroupSoftAntiAffinityWeigher(Weigher[NovaRequest, HostState]):
+class ServerGroupSoftAntiAffinityWeigher(SoftGroupWeigher):
     """Minus the members of the request's soft-anti-affinity group on the host."""
 
     name = "weigher_server_group_soft_anti_affinity"
-
-    def applies(self, request: NovaRequest) -> bool:
-        """Only for a ``soft-anti-affinity`` group."""
-        return bool(request.server_group
-                    and request.server_group.policy == "soft-anti-affinity")
-
-    def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
-        """Minus the member count."""
-        return -float(group_members_on_host(host, request.server_group))
+    policy = "soft-anti-affinity"
+    sign = -1.0
