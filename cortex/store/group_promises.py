@@ -12,8 +12,8 @@ names (the same per-host locks as :meth:`ReservationStore.lock_host`, taken in t
 order of their lock keys so that two groups never wait for each other in a cycle),
 reads the group's row and the hosts' unexpired reservations; the scheduler re-checks
 its plan with them (:mod:`cortex.scheduler.groups`) and writes the whole group or
-nothing. :meth:`GroupPromiseStore.claim` hands a later member its slot under the slot
-host's lock. The embedded SQLite default serves one process: the reservation store's
+nothing. :meth:`GroupPromiseStore.claim` hands a later member a slot in one short
+transaction: the row's update takes it only while no member has. The embedded SQLite default serves one process: the reservation store's
 process lock serialises both instead.
 """
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -138,23 +137,26 @@ class GroupPromiseStore:
               now: datetime) -> Reservation | None:
         """Give the member ``instance_uuid`` the group's unclaimed reservation ``slot``.
 
-        Under the group's lock, in one transaction (the slot's room is counted on its
-        host already, so no host's lock is needed): the slot must still be unexpired
-        and untaken; an earlier reservation of the same instance is dropped (the slot
-        replaces it). The reservation as claimed, or None (writing nothing) when the
-        slot is gone or taken.
+        One transaction, no lock: the slot's room is counted on its host already, and
+        the row's update takes it only while it is unexpired and untaken (a concurrent
+        claim of the same slot waits for the row and then finds it taken). An earlier
+        reservation of the same instance is dropped (the slot replaces it). The
+        reservation as claimed, or None (writing nothing) when the slot is gone or taken.
         """
-        with self._transaction([group_lock_name(group.key)]) as connection:
-            row = connection.execute(select(_RESERVATIONS).where(
-                _RESERVATIONS.id == slot)).first()
-            if row is None or row.instance_uuid is not None or _aware(row.expires_at) <= now:
-                return None
+        with self._engine.connect() as connection, connection.begin() as transaction:
             if instance_uuid:
                 connection.execute(delete(_RESERVATIONS).where(
-                    _RESERVATIONS.instance_uuid == instance_uuid))
-            connection.execute(update(_RESERVATIONS).where(_RESERVATIONS.id == slot)
-                               .values(instance_uuid=instance_uuid))
-            claimed = replace(_reservation(row), instance_uuid=instance_uuid)
+                    _RESERVATIONS.instance_uuid == instance_uuid, _RESERVATIONS.id != slot))
+            row = connection.execute(
+                update(_RESERVATIONS).where(_RESERVATIONS.id == slot,
+                                            _RESERVATIONS.instance_uuid.is_(None),
+                                            _RESERVATIONS.expires_at > now)
+                .values(instance_uuid=instance_uuid)
+                .returning(*_RESERVATIONS.__table__.columns)).first()
+            if row is None:
+                transaction.rollback()
+                return None
+            claimed = _reservation(row)
         self._store.announce(claimed)
         return claimed
 

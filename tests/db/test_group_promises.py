@@ -313,3 +313,29 @@ def test_a_clique_bound_group_takes_the_clique_that_holds_it(store):
     assert sorted(promised.hosts) == ["c1n1", "c1n2", "c1n3"]
     assert gang_of(member(["g00"], 0, hints={"nvlink_clique": ["true"]})).one_clique
     assert not gang_of(member(["g00"], 0)).one_clique
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+def test_the_embedded_and_in_memory_stores_keep_group_promises_too(kind, tmp_path):
+    from cortex.db.engine import make_engine
+    from cortex.db.migrate import upgrade
+    from cortex.store.memory import MemoryReservations
+
+    engine = None
+    if kind == "sqlite":
+        engine = make_engine(f"sqlite:///{tmp_path / 'r.sqlite'}")
+        upgrade(engine)
+        store = ReservationStore(engine)
+    else:
+        store = MemoryReservations()
+    current = fleet(free=4, busy=1)
+    hosts = list(current.hosts)
+    scheduler, _ = service(current, store)
+    assert scheduler.schedule(member(hosts, 0, members=5), LIVE).result == ()
+    assert store.active(datetime.now(UTC)) == []
+    answers = [scheduler.schedule(member(hosts, i), LIVE).result[0] for i in range(4)]
+    assert sorted(answers) == ["g00", "g01", "g02", "g03"]
+    assert sorted(r.instance_uuid for r in store.active(datetime.now(UTC))) == [
+        f"req-gang-i{i}" for i in range(4)]
+    if engine is not None:
+        engine.dispose()
