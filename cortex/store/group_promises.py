@@ -13,8 +13,9 @@ order of their lock keys so that two groups never wait for each other in a cycle
 reads the group's row and the hosts' unexpired reservations; the scheduler re-checks
 its plan with them (:mod:`cortex.scheduler.groups`) and writes the whole group or
 nothing. :meth:`GroupPromiseStore.claim` hands a later member a slot in one short
-transaction: the row's update takes it only while no member has. The embedded SQLite default serves one process: the reservation store's
-process lock serialises both instead.
+transaction: the row's update takes it only while no member has. The embedded SQLite
+default serves one process: the reservation store's process lock serialises the group
+promise instead.
 """
 
 from __future__ import annotations
