@@ -14,16 +14,22 @@ hosts, with the bundled general-purpose body through
 Each fleet is loaded into a database of its own (PostgreSQL at
 $CORTEX_BENCH_DATABASE_URL or 127.0.0.1:5432, else SQLite), dropped at exit.
 
-For each size and worker count it serves Cortex and the floor (bench/floor_app.py:
-parse with orjson, sort by weight, answer) with the shipped gunicorn settings and
-posts each body naming all N hosts: p50 and p99 of sequential calls, then requests/s
-with 8 concurrent clients for 3 s (each part starting with no decision record left to
-write, the throughput counting the time to write the part's own), the ratios to the
-floor, the p50 and requests/s of the promised floor (the floor that also promises its
-first host with Cortex's one-statement promise, in a database of its own: what any
-scheduler keeping its promises in PostgreSQL pays), and the size of Cortex's answer:
-an answer of ``[]`` means the steps meant to be measured did not run, and stops the
-run. ``--scrape-every S``: while Cortex's calls are timed, a Prometheus-like client
+For each size and worker count it serves Cortex and the floor (bench/floor_app.py: parse
+with orjson, sort by weight, answer) with the shipped gunicorn settings and posts each
+body naming all N hosts as real traffic (:class:`Traffic`): every call a new instance,
+every tenth a live migration of an instance already running (its create's reservation
+expired, its row still there, so the promise rewrites that row). p50 and p99 of
+sequential calls, then requests/s with 8 concurrent clients for 3 s (each part starting
+with no decision record left to write, the throughput counting the time to write the
+part's own), the ratios to the floor, the p50 and requests/s of the promised floor (the
+floor that also promises its first host with Cortex's one-statement promise, in a
+database of its own: what any scheduler keeping its promises in PostgreSQL pays), the
+size of Cortex's answer (hosts and bytes, median), and Cortex's promises over the body's
+calls: ``made`` (rows written, read from the database), ``refused`` (hosts a promise
+found changed and dropped) and ``skipped`` (answers sent unpromised: the store failed),
+both from ``/metrics``. An answer of ``[]`` means the steps meant to be measured did not
+run, and stops the run.
+``--scrape-every S``: while Cortex's calls are timed, a Prometheus-like client
 scrapes its ``/metrics`` every S seconds (0: never); the row then says how many scrapes
 ran and their mean time.
 
@@ -47,6 +53,7 @@ import argparse
 import atexit
 import copy
 import http.client
+import itertools
 import json
 import os
 import socket
@@ -57,11 +64,12 @@ import tempfile
 import threading
 import time
 import tracemalloc
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, insert, text
+from sqlalchemy import func, insert, select, text
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -165,8 +173,52 @@ def serve(app: str, workers: int, env: dict) -> tuple[subprocess.Popen, int]:
     raise RuntimeError(f"{app} did not start")
 
 
-def call(connection: http.client.HTTPConnection, payload: bytes) -> tuple[float, int]:
-    """One POST on a kept-alive connection; (seconds it took, hosts answered)."""
+#: Seconds a promise of the benchmark lives (``[scheduler] reservation_ttl``, and the
+#: promised floor's). The fleet's usage stays as loaded, so a promise's end stands for
+#: an instance that left again; 100 hosts have free GPUs for ~130 2-GPU instances, and
+#: the concurrent part makes up to ~400 creates a second: a longer life fills the fleet
+#: and answers ``[]``. A cloud's many live promises are ``--inflight``.
+PROMISE_SECONDS = 0.5
+#: Every MOVE_EVERY-th call of :class:`Traffic` is a live migration.
+MOVE_EVERY = 10
+#: Instances running before the run, each with its create's reservation expired but not
+#: pruned: the instances the moves move (``database``), one after another.
+RUNNING = 20_000
+_RUNNING_UUID = "00000000-0000-4000-c000-{:012d}"
+_MOVED = itertools.count()
+
+
+class Traffic:
+    """Nova calls of one body as a cloud sends them: every call a new instance (a create,
+    whose promise inserts a row), every :data:`MOVE_EVERY`-th a live migration of one of
+    the :data:`RUNNING` instances (``_nova_check_type: live_migrate``, ``live: true``),
+    whose promise rewrites that instance's row. ``next()`` is safe from several threads.
+    """
+
+    def __init__(self, payload: bytes) -> None:
+        body = json.loads(payload)
+        self.own = body["spec"]["nova_object.data"]["instance_uuid"].encode()
+        moved = copy.deepcopy(body)
+        data = moved["spec"]["nova_object.data"]
+        data["scheduler_hints"] = dict(data.get("scheduler_hints") or {},
+                                       _nova_check_type=["live_migrate"])
+        moved["live"] = True
+        self.create, self.move = payload, json.dumps(moved).encode()
+        self._calls = itertools.count(1)
+        self.moves = 0
+
+    def next(self) -> bytes:
+        """The next call's body (a new bytes object; the uuid swap costs ~20 us at 1,000
+        hosts, outside the timed part of sequential calls)."""
+        if next(self._calls) % MOVE_EVERY:
+            return self.create.replace(self.own, str(uuid.uuid4()).encode())
+        self.moves += 1
+        running = next(_MOVED) % RUNNING  # across bodies and servers: each moved once
+        return self.move.replace(self.own, _RUNNING_UUID.format(running).encode())
+
+
+def call(connection: http.client.HTTPConnection, payload: bytes) -> tuple[float, int, int]:
+    """One POST on a kept-alive connection; (seconds it took, hosts answered, answer bytes)."""
     started = time.perf_counter()
     connection.request("POST", "/scheduler/nova/external", body=payload,
                        headers={"Content-Type": "application/json"})
@@ -175,15 +227,46 @@ def call(connection: http.client.HTTPConnection, payload: bytes) -> tuple[float,
     elapsed = time.perf_counter() - started
     if response.status != 200:
         raise RuntimeError(f"status {response.status}: {data[:200]!r}")
-    return elapsed, len(json.loads(data)["hosts"])
+    return elapsed, len(json.loads(data)["hosts"]), len(data)
 
 
 def answered(connection: http.client.HTTPConnection, payload: bytes) -> float:
     """Seconds one call took; stops the run when it answered no host (nothing was timed)."""
-    elapsed, hosts = call(connection, payload)
+    elapsed, hosts, _ = call(connection, payload)
     if not hosts:
         raise SystemExit("a body answered []: the steps meant to be timed did not run")
     return elapsed
+
+
+def metric_sum(port: int, prefix: str, needle: str = "") -> float:
+    """The sum of the server's ``/metrics`` samples named ``prefix`` (whose line holds
+    ``needle``); 0 for the floors."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", "/metrics")
+    response = connection.getresponse()
+    lines = response.read().decode().splitlines()
+    if response.status != 200:
+        return 0.0
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines
+               if line.startswith(prefix) and needle in line)
+
+
+def promise_counts(port: int) -> tuple[float, float]:
+    """(hosts refused by a promise, answers sent unpromised) so far, over every worker."""
+    return (metric_sum(port, "cortex_pipeline_hosts_removed_total",
+                       'step="inflight_reservations"'),
+            metric_sum(port, "cortex_scheduler_unpromised_answers_total"))
+
+
+def made_since(url: str, since: datetime) -> int:
+    """Reservations written at or after ``since`` in the database at ``url``."""
+    engine = make_engine(url)
+    with engine.connect() as connection:
+        made = connection.execute(select(func.count()).select_from(
+            models.InflightReservation).where(
+            models.InflightReservation.created_at >= since)).scalar()
+    engine.dispose()
+    return int(made or 0)
 
 
 def queued_decisions(port: int) -> float:
@@ -237,12 +320,17 @@ class Scraper:
             self._thread.join()
 
 
-def measure(port: int, payload: bytes, requests: int, scrape_every: float = 0.0
-            ) -> tuple[float, float, float, int]:
-    """(p50 ms, p99 ms, requests/s with 8 concurrent clients, hosts answered).
+def measure(port: int, traffic: Traffic, requests: int, scrape_every: float = 0.0,
+            url: str | None = None) -> tuple[float, float, float, int, int]:
+    """(p50 ms, p99 ms, requests/s with 8 concurrent clients, hosts answered, answer
+    bytes), every call the next of ``traffic``.
 
     Requests/s counts answered calls only; those that were not (a 503 when the time
-    budget ran out under the load) are left in ``MEASURED["failed"]``.
+    budget ran out under the load) are left in ``MEASURED["failed"]``. With ``url``
+    (Cortex's database), ``MEASURED["promises"]`` is (calls, made, refused, skipped)
+    over every call of this measure, warm-up included. ``MEASURED["empty"]``: timed
+    sequential calls answered ``[]`` (the fleet full of promises); a warm-up call
+    answered ``[]`` stops the run.
 
     Each part starts once the decision records of the calls before it are written
     (the writer shares the worker's interpreter), and the throughput counts the time
@@ -250,13 +338,20 @@ def measure(port: int, payload: bytes, requests: int, scrape_every: float = 0.0
     leaves a backlog.
     """
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    answered = 0
+    since, before = datetime.now(UTC), promise_counts(port) if url else (0.0, 0.0)
+    answers = []
     for _ in range(10):
-        answered = call(connection, payload)[1]
+        answers.append(call(connection, traffic.next())[1:])
     drain(port)
+    payloads = [traffic.next() for _ in range(requests)]  # made before the clock runs
     scraper = Scraper(port, scrape_every)
+    samples = []
     with scraper:
-        samples = sorted(call(connection, payload)[0] for _ in range(requests))
+        for payload in payloads:
+            elapsed, hosts, size = call(connection, payload)
+            samples.append(elapsed)
+            answers.append((hosts, size))
+    samples.sort()
     p50, p99 = statistics.median(samples) * 1000, samples[int(len(samples) * 0.99)] * 1000
     done, failed = [0], [0]
 
@@ -265,7 +360,7 @@ def measure(port: int, payload: bytes, requests: int, scrape_every: float = 0.0
         stop = time.perf_counter() + 3.0
         while time.perf_counter() < stop:
             try:
-                call(own, payload)
+                call(own, traffic.next())
                 done[0] += 1
             except RuntimeError:  # a 503 (the time budget ran out): counted, not answered
                 failed[0] += 1
@@ -279,14 +374,25 @@ def measure(port: int, payload: bytes, requests: int, scrape_every: float = 0.0
         for t in threads:
             t.join()
     drain(port)
+    rate = done[0] / (time.perf_counter() - started)
+    calls = len(answers) + done[0] + failed[0]
     MEASURED["failed"] = failed[0]
     MEASURED["scrapes"] = scraper.durations + loaded.durations
-    return p50, p99, done[0] / (time.perf_counter() - started), answered
+    if url:
+        after = promise_counts(port)
+        MEASURED["promises"] = (calls, made_since(url, since), after[0] - before[0],
+                                after[1] - before[1])
+    MEASURED["empty"] = sum(1 for h, _ in answers if not h)
+    if not all(h for h, _ in answers[:10]):
+        raise SystemExit("a warm-up call answered []: the steps meant to be timed did not run")
+    return (p50, p99, rate, statistics.median_low(h for h, _ in answers),
+            statistics.median_low(b for _, b in answers))
 
 
 #: What the last measure saw besides its answers: ``failed``, calls not answered 200;
-#: ``scrapes``, seconds each concurrent scrape took.
-MEASURED: dict[str, Any] = {"failed": 0, "scrapes": []}
+#: ``scrapes``, seconds each concurrent scrape took; ``promises``, Cortex's (calls,
+#: made, refused, skipped).
+MEASURED: dict[str, Any] = {"failed": 0, "scrapes": [], "promises": (0, 0, 0, 0)}
 
 
 def _drop(admin, name: str) -> None:
@@ -317,16 +423,9 @@ def new_database(tag: str, tmp: str) -> str:
     return url
 
 
-def clear_reservations(url: str) -> None:
-    """Delete every reservation of the database at ``url``."""
-    engine = make_engine(url)
-    with engine.begin() as connection:
-        connection.execute(delete(models.InflightReservation))
-    engine.dispose()
-
-
 def database(workload: Workload, n: int, tmp: str, inflight: int = 0) -> str:
-    """A fresh database holding the N-host fleet and ``inflight`` reservations; its URL.
+    """A fresh database holding the N-host fleet, the :data:`RUNNING` instances' expired
+    reservations, and ``inflight`` unexpired ones; its URL.
 
     The reservations are other instances' (1 VCPU, 512 MiB each), spread over the
     fleet and unexpired for the whole run, as a busy cloud has one for every create of
@@ -336,6 +435,12 @@ def database(workload: Workload, n: int, tmp: str, inflight: int = 0) -> str:
     engine = make_engine(url)
     with engine.begin() as connection:
         import_fleet(connection, workload.fleet(n))
+        created = datetime.now(UTC) - timedelta(days=1)
+        connection.execute(insert(models.InflightReservation), [{  # Traffic's moves
+            "id": f"00000000-0000-4000-d000-{i:012d}", "host": workload.host(i % n, n),
+            "instance_uuid": _RUNNING_UUID.format(i), "group_id": None,
+            "resources": {"VCPU": 1, "MEMORY_MB": 512}, "gpus": [], "created_at": created,
+            "expires_at": created + timedelta(minutes=5)} for i in range(RUNNING)])
         if inflight:
             now = datetime.now(UTC)
             connection.execute(insert(models.InflightReservation), [{
@@ -469,18 +574,23 @@ def first_calls(port: int, bodies: dict[str, bytes], requests: int
 
 
 def environment(url: str, settings: list[str]) -> dict[str, str]:
-    """The Cortex server's environment: its database, no auth, and ``--set`` options."""
+    """The Cortex server's environment: its database, no auth, promises living
+    :data:`PROMISE_SECONDS`, and ``--set`` options."""
     return {"CORTEX_DATABASE_CONNECTION": url, "CORTEX_API_AUTH_STRATEGY": "noauth",
-            "CORTEX_SCHEDULER_DECISION_QUEUE_SIZE": "100000"} | {
+            "CORTEX_SCHEDULER_DECISION_QUEUE_SIZE": "100000",
+            "CORTEX_SCHEDULER_RESERVATION_TTL": str(PROMISE_SECONDS)} | {
         f"CORTEX_{key.upper()}": value for key, value in (item.split("=", 1) for item in settings)}
 
 
 def latency_table(workload: Workload, sizes: list[int], workers: list[int], args, tmp: str
                   ) -> None:
     """The main table: every body at every size and worker count, Cortex and the floors."""
-    print(f"{'hosts':>6} {'body':15} {'wk':>2} {'answer':>6} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'req/s':>7} {'floor p50':>9} {'floor p99':>9} {'floor r/s':>9} {'p50 x':>6} "
-          f"{'r/s share':>9} {'promised p50':>12} {'promised r/s':>12}", flush=True)
+    print(f"{'hosts':>6} {'body':15} {'wk':>2} {'answer':>6} {'bytes':>6} {'p50 ms':>8} "
+          f"{'p99 ms':>8} {'req/s':>7} {'floor p50':>9} {'floor p99':>9} {'floor r/s':>9} "
+          f"{'p50 x':>6} {'r/s share':>9} {'promised p50':>12} {'promised r/s':>12} "
+          f"{'p50 x prom':>10} {'empty':>5} {'calls':>6} {'made':>6} {'refused':>7} "
+          f"{'skipped':>7}",
+          flush=True)
     promised_url = new_database("promised_floor", tmp)
     for n in sizes:
         url = database(workload, n, tmp, args.inflight)
@@ -490,25 +600,27 @@ def latency_table(workload: Workload, sizes: list[int], workers: list[int], args
                                        environment(url, args.set)),
                        "floor": serve("floor_app:application", count, {}),
                        "promised": serve("floor_app:promising", count,
-                                         {"FLOOR_DATABASE_URL": promised_url})}
+                                         {"FLOOR_DATABASE_URL": promised_url,
+                                          "FLOOR_PROMISE_SECONDS": str(PROMISE_SECONDS)})}
             try:
                 for name, payload in bodies.items():
-                    ours = measure(servers["cortex"][1], payload, args.requests,
-                                   args.scrape_every)
+                    ours = measure(servers["cortex"][1], Traffic(payload), args.requests,
+                                   args.scrape_every, url)
                     failed, scrapes = MEASURED["failed"], MEASURED["scrapes"]
-                    if not ours[3]:
-                        raise SystemExit(f"{name} at {n} hosts answered []: nothing to measure")
-                    floor = measure(servers["floor"][1], payload, args.requests)
-                    clear_reservations(promised_url)  # each body's instance promises alone
-                    promised = measure(servers["promised"][1], payload, args.requests)
+                    calls, made, refused, skipped = MEASURED["promises"]
+                    empty = MEASURED["empty"]
+                    floor = measure(servers["floor"][1], Traffic(payload), args.requests)
+                    promised = measure(servers["promised"][1], Traffic(payload), args.requests)
                     note = f"  ({failed} calls under load answered 503)" if failed else ""
                     if scrapes:
                         note += (f"  ({len(scrapes)} scrapes, mean "
                                  f"{1000 * statistics.fmean(scrapes):.1f} ms)")
-                    print(f"{n:6d} {name:15} {count:2d} {ours[3]:6d} {ours[0]:8.2f} "
-                          f"{ours[1]:8.2f} {ours[2]:7.0f} {floor[0]:9.2f} {floor[1]:9.2f} "
-                          f"{floor[2]:9.0f} {ours[0] / floor[0]:6.2f} {ours[2] / floor[2]:9.2f}"
-                          f" {promised[0]:12.2f} {promised[2]:12.0f}{note}", flush=True)
+                    print(f"{n:6d} {name:15} {count:2d} {ours[3]:6d} {ours[4]:6d} "
+                          f"{ours[0]:8.2f} {ours[1]:8.2f} {ours[2]:7.0f} {floor[0]:9.2f} "
+                          f"{floor[1]:9.2f} {floor[2]:9.0f} {ours[0] / floor[0]:6.2f} "
+                          f"{ours[2] / floor[2]:9.2f} {promised[0]:12.2f} {promised[2]:12.0f} "
+                          f"{ours[0] / promised[0]:10.2f} {empty:5d} {calls:6d} {made:6d} "
+                          f"{refused:7.0f} {skipped:7.0f}{note}", flush=True)
             finally:
                 for process, _ in servers.values():
                     process.terminate()
