@@ -195,25 +195,28 @@ def promise_group(pipeline: Pipeline, request: Any, base: KnowledgeView,
     except Exception as exc:  # noqa: BLE001 - database trouble must not fail the answer
         LOG.warning("group promise failed, answer not promised: %r", exc)
         return _answer(result, result.hosts, StepResult(
-            STEP, "filter", "error", _ms(started), repr(exc), hosts_in=len(result.hosts)))
+            STEP, "filter", "error", _ms(started), repr(exc), hosts_in=len(result.hosts)),
+            promised=False)
 
 
 def _ms(started: float) -> float:
+    """Milliseconds since ``started`` (a ``time.perf_counter()`` value)."""
     return (time.perf_counter() - started) * 1000
 
 
-def _answer(result: PipelineResult, hosts: list[str], step: StepResult) -> PipelineResult:
+def _answer(result: PipelineResult, hosts: list[str], step: StepResult,
+            promised: bool = True) -> PipelineResult:
     """``result`` answering ``hosts`` (in this order) with ``step`` added.
 
-    A promised host put first also weighs the most (a caller that ranks by the weights,
-    the Kubernetes extender's prioritize, then prefers it too): one more than the best
-    other's when it did not already.
+    ``promised``: the first host is promised, and then also weighs the most (a caller
+    that ranks by the weights, the Kubernetes extender's prioritize, prefers it too):
+    one more than the best other's when it did not already.
     """
     final = result.weights
     kept = dict(zip(final.names, final.values_in_order, strict=True))
     ordered = [h for h in hosts if h in kept]
     values = [kept[h] for h in ordered]
-    lead = hosts[0] if hosts and hosts[0] not in result.unknown_hosts else None
+    lead = hosts[0] if promised and hosts and hosts[0] not in result.unknown_hosts else None
     if lead is not None and lead not in kept:  # a filter of the call removed it
         ordered, values = [lead, *ordered], [max(values, default=0.0) + 1.0, *values]
     elif len(values) > 1 and ordered[0] == lead and max(values[1:]) >= values[0]:

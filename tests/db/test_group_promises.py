@@ -339,3 +339,30 @@ def test_the_embedded_and_in_memory_stores_keep_group_promises_too(kind, tmp_pat
         f"req-gang-i{i}" for i in range(4)]
     if engine is not None:
         engine.dispose()
+
+
+class Broken:
+    """Group promises whose database is down."""
+
+    def find(self, key, now):
+        raise ConnectionError("database down")
+
+
+def test_a_group_store_failure_answers_unpromised_or_fails_by_the_policy():
+    from cortex.scheduler.service import SchedulingFailed
+    from cortex.store.memory import MemoryReservations
+
+    class Down(MemoryReservations):
+        def groups(self):
+            return Broken()
+
+    current = fleet(free=4)
+    hosts = list(current.hosts)
+    scheduler, _ = service(current, Down())
+    decision = scheduler.schedule(member(hosts, 0), LIVE)
+    assert decision.result and decision.steps[-1].status == "error"
+    failing = SchedulerService(PIPELINES, ViewCache(current), SchedulerSettings(
+        request_time_budget=0, promise_failure_policy="fail"), reservations=Down())
+    with pytest.raises(SchedulingFailed) as failed:
+        failing.schedule(member(hosts, 0), LIVE)
+    assert failed.value.status == 503
