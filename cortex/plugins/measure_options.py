@@ -1,13 +1,15 @@
-"""The capacity weighers that can weigh Nova's measure or Cortex's: options and base.
+"""The capacity weighers' options, and the base of those that weigh Nova's measure or Cortex's.
 
 :class:`FreeResourceWeigher` is the CPU, RAM and disk weighers' common rule (Nova's
 resource weighers, ``nova/scheduler/weights/{cpu,ram,disk}.py``); each names its
 resource class and its options (:class:`FreeVcpusOptions`, :class:`FreeMbOptions`).
+:class:`ResourceWeightsOptions` are the options of the weighers that take a weighted
+mean over resource classes (``weigher_binpack``, ``weigher_prefer_smaller_hosts``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from cortex.knowledge.view import HostState
@@ -46,6 +48,20 @@ class FreeVcpusOptions(MeasureOptions):
     """:class:`MeasureOptions` of the CPU weigher: Nova's ``free_vcpus``."""
 
     NOVA: ClassVar[str] = "free_vcpus"
+
+
+@dataclass(frozen=True)
+class ResourceWeightsOptions:
+    """``resource_weights``: resource class -> its weight in the mean (>= 0, not all 0)."""
+
+    resource_weights: dict[str, float] = field(
+        default_factory=lambda: {"VCPU": 1.0, "MEMORY_MB": 1.0})
+
+    def __post_init__(self) -> None:
+        """Reject negative weights and an all-zero table."""
+        if any(w < 0 for w in self.resource_weights.values()) or not any(
+                self.resource_weights.values()):
+            raise ValueError("resource_weights must be >= 0 and not all 0")
 
 
 class FreeResourceWeigher(Weigher[NovaRequest, HostState]):

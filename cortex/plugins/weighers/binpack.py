@@ -11,10 +11,10 @@ spreads. Classes the host has no inventory of are left out of the mean.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Weigher, host_facts
+from cortex.plugins.measure_options import ResourceWeightsOptions
 from cortex.plugins.registry import register
 from cortex.request import (
     Candidate,
@@ -22,26 +22,12 @@ from cortex.request import (
 )
 
 
-@dataclass(frozen=True)
-class BinpackOptions:
-    """``resource_weights``: resource class -> its weight in the mean (>= 0)."""
-
-    resource_weights: dict[str, float] = field(
-        default_factory=lambda: {"VCPU": 1.0, "MEMORY_MB": 1.0})
-
-    def __post_init__(self) -> None:
-        """Reject negative weights and an all-zero table."""
-        if any(w < 0 for w in self.resource_weights.values()) or not any(
-                self.resource_weights.values()):
-            raise ValueError("resource_weights must be >= 0 and not all 0")
-
-
 @register
 class BinpackWeigher(Weigher[NovaRequest, HostState]):
     """Utilization after placement, weighted per resource class (0..1, may exceed 1)."""
 
     name = "weigher_binpack"
-    Options = BinpackOptions
+    Options = ResourceWeightsOptions
 
     def weigh(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """Weighted mean utilization of the first named node after placement."""

@@ -10,11 +10,11 @@ one prefers big hosts. Classes no offered host has are left out of the mean.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Weigher
+from cortex.plugins.measure_options import ResourceWeightsOptions
 from cortex.plugins.registry import register
 from cortex.request import (
     Candidate,
@@ -22,26 +22,12 @@ from cortex.request import (
 )
 
 
-@dataclass(frozen=True)
-class PreferSmallerHostsOptions:
-    """``resource_weights``: resource class -> its weight in the mean (>= 0)."""
-
-    resource_weights: dict[str, float] = field(
-        default_factory=lambda: {"MEMORY_MB": 1.0, "VCPU": 1.0})
-
-    def __post_init__(self) -> None:
-        """Reject negative weights and an all-zero table."""
-        if any(w < 0 for w in self.resource_weights.values()) or not any(
-                self.resource_weights.values()):
-            raise ValueError("resource_weights must be >= 0 and not all 0")
-
-
 @register
 class PreferSmallerHostsWeigher(Weigher[NovaRequest, HostState]):
     """One minus the host's capacity relative to the largest offered host."""
 
     name = "weigher_prefer_smaller_hosts"
-    Options = PreferSmallerHostsOptions
+    Options = ResourceWeightsOptions
     largest: MappingProxyType = MappingProxyType({})
 
     def bind(self, request: NovaRequest, view: KnowledgeView) -> PreferSmallerHostsWeigher:
