@@ -14,10 +14,7 @@ from dataclasses import dataclass
 from cortex.knowledge.view import StoragePoolState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    CinderRequest,
-)
+from cortex.request import Candidate, CinderRequest
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,7 @@ import math
 from cortex.knowledge.view import StoragePoolState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    StorageRequest,
-)
+from cortex.request import Candidate, StorageRequest
 from cortex.rules.extra_specs import match
 
 

@@ -25,12 +25,7 @@ from dataclasses import dataclass
 from cortex.knowledge.view import HostState, KnowledgeView, StoragePoolState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    ManilaRequest,
-    NovaRequest,
-    SchedulingRequest,
-)
+from cortex.request import Candidate, ManilaRequest, NovaRequest, SchedulingRequest
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,7 @@ from fnmatch import fnmatchcase
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.request import Candidate, NovaRequest
 
 
 @dataclass(frozen=True)

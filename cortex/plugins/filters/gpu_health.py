@@ -15,10 +15,7 @@ from cortex.knowledge.view import HostState
 from cortex.plugins.filters.gpu_capacity import GpuCapacityFilter
 from cortex.plugins.registry import register
 from cortex.plugins.topology_options import unknown_topology
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.request import Candidate, NovaRequest
 from cortex.rules.pci_fit import device_refusal
 
 

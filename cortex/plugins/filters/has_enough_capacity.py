@@ -23,10 +23,7 @@ from functools import partial
 from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.request import Candidate, NovaRequest
 from cortex.rules.capacity import CapacityTable, capacity_refusal, migration_claims
 
 

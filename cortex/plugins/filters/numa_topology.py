@@ -19,10 +19,7 @@ from __future__ import annotations
 from cortex.knowledge.view import HostState
 from cortex.plugins.registry import register
 from cortex.plugins.topology_options import TopologyFilter, unknown_topology
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.request import Candidate, NovaRequest
 from cortex.rules.measures import allocation_ratios
 from cortex.rules.numa_fit import fit_cells
 

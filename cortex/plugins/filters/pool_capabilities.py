@@ -21,10 +21,7 @@ from __future__ import annotations
 from cortex.knowledge.view import StoragePoolState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    StorageRequest,
-)
+from cortex.request import Candidate, StorageRequest
 from cortex.rules.extra_specs import unmet
 
 MANILA_IGNORED = frozenset({"availability_zones", "capabilities:availability_zones"})

@@ -12,10 +12,7 @@ from __future__ import annotations
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Filter
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.request import Candidate, NovaRequest
 
 DISABLED_TRAIT = "COMPUTE_STATUS_DISABLED"
 

@@ -23,10 +23,7 @@ from dataclasses import dataclass, field
 from cortex.knowledge.view import HostState
 from cortex.plugins.registry import register
 from cortex.plugins.topology_options import TopologyWeigher
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.request import Candidate, NovaRequest
 from cortex.rules.gpu_locality import best_set_quality, claimed_set_quality
 from cortex.rules.gpu_sets import DEFAULT_PAIR_SCORES, SET_QUALITY, check_pair_scores
 

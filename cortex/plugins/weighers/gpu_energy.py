@@ -23,10 +23,7 @@ from cortex.knowledge.energy import ModelDraws, added_watts, cooling, model_draw
 from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.request import Candidate, NovaRequest
 
 
 @dataclass(frozen=True)

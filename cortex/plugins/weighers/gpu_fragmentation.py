@@ -55,10 +55,7 @@ from dataclasses import dataclass, field, replace
 from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.registry import register
 from cortex.plugins.topology_options import TopologyWeigher
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.request import Candidate, NovaRequest
 from cortex.rules.fragmentation import FragmentationModel, parse_sizes
 from cortex.rules.gpu_sets import LEVELS
 

@@ -14,10 +14,7 @@ from __future__ import annotations
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.request import Candidate, NovaRequest
 
 
 @register

@@ -16,10 +16,7 @@ from dataclasses import dataclass, field
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.request import Candidate, NovaRequest
 
 
 class MetricUnavailable(LookupError):

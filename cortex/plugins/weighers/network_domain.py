@@ -16,10 +16,7 @@ from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
 from cortex.plugins.network_options import NetworkDomainOptions, PlansGroups
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.request import Candidate, NovaRequest
 
 
 @register

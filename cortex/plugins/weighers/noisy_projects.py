@@ -17,10 +17,7 @@ from dataclasses import dataclass
 from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.request import Candidate, NovaRequest
 from cortex.rules.measures import bounded
 
 

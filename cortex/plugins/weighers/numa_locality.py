@@ -21,10 +21,7 @@ from dataclasses import dataclass
 from cortex.knowledge.view import HostState
 from cortex.plugins.registry import register
 from cortex.plugins.topology_options import TopologyWeigher
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.request import Candidate, NovaRequest
 from cortex.rules.gpu_locality import room_near_claim
 
 

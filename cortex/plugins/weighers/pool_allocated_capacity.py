@@ -13,10 +13,7 @@ from __future__ import annotations
 from cortex.knowledge.view import StoragePoolState
 from cortex.plugins.base import Weigher
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    StorageRequest,
-)
+from cortex.request import Candidate, StorageRequest
 
 
 @register

@@ -20,10 +20,7 @@ from cortex.knowledge.view import StoragePoolState
 from cortex.plugins.base import Weigher
 from cortex.plugins.filters.capacity import wants_thin
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    StorageRequest,
-)
+from cortex.request import Candidate, StorageRequest
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,7 @@ from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Weigher
 from cortex.plugins.measure_options import ResourceWeightsOptions
 from cortex.plugins.registry import register
-from cortex.request import (
-    Candidate,
-    NovaRequest,
-)
+from cortex.request import Candidate, NovaRequest
 
 
 @register
