@@ -3,9 +3,9 @@
 Nova's NumInstancesWeigher and IoOpsWeigher and Cinder's VolumeNumberWeigher each weigh
 one count; Cortex divides it by the step's ``scale`` option so that tanh keeps hosts
 apart (the count equal to ``scale`` weighs 1 before tanh). A weigher of this kind names
-its count (:meth:`ScaledCountWeigher.count`) and its default scale (a
-:class:`ScaleOptions` subclass); the sign of the step's multiplier says whether a high
-count is sought or avoided.
+its count (:meth:`ScaledCountWeigher.count`) and its options, a :class:`ScaleOptions`
+subclass below that sets the default scale; the sign of the step's multiplier says
+whether a high count is sought or avoided.
 """
 
 from __future__ import annotations
@@ -46,3 +46,24 @@ class ScaledCountWeigher(Weigher[RequestT, StateT]):
     def weigh(self, host: StateT, request: RequestT, candidate: Candidate) -> float:
         """``count(host) / scale``."""
         return self.count(host) / self.options.scale
+
+
+@dataclass(frozen=True)
+class InstanceCountOptions(ScaleOptions):
+    """``weigher_instance_count``'s: the instance count that weighs 1 before tanh."""
+
+    scale: float = 50.0
+
+
+@dataclass(frozen=True)
+class IoOpsOptions(ScaleOptions):
+    """``weigher_io_ops``'s: the I/O ops count that weighs 1 before tanh."""
+
+    scale: float = 4.0
+
+
+@dataclass(frozen=True)
+class VolumeCountOptions(ScaleOptions):
+    """``weigher_volume_count``'s: the volume count that weighs 1 before tanh."""
+
+    scale: float = 500.0

@@ -9,19 +9,10 @@ it every host weighs 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from cortex.knowledge.view import HostState
 from cortex.plugins.registry import register
-from cortex.plugins.scaled_count import ScaledCountWeigher, ScaleOptions
+from cortex.plugins.scaled_count import InstanceCountOptions, ScaledCountWeigher
 from cortex.request import NovaRequest
-
-
-@dataclass(frozen=True)
-class InstanceCountOptions(ScaleOptions):
-    """``scale``: the instance count that weighs 1 before tanh (> 0)."""
-
-    scale: float = 50.0
 
 
 @register

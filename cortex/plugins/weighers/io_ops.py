@@ -10,20 +10,11 @@ syncers' instance list; without it every host weighs 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from cortex.knowledge.view import HostState
 from cortex.plugins.registry import register
-from cortex.plugins.scaled_count import ScaledCountWeigher, ScaleOptions
+from cortex.plugins.scaled_count import IoOpsOptions, ScaledCountWeigher
 from cortex.request import NovaRequest
 from cortex.rules.measures import num_io_ops
-
-
-@dataclass(frozen=True)
-class IoOpsOptions(ScaleOptions):
-    """``scale``: the I/O ops count that weighs 1 before tanh (> 0)."""
-
-    scale: float = 4.0
 
 
 @register

@@ -9,19 +9,10 @@ pools, balancing I/O; a positive one packs them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from cortex.knowledge.view import StoragePoolState
 from cortex.plugins.registry import register
-from cortex.plugins.scaled_count import ScaledCountWeigher, ScaleOptions
+from cortex.plugins.scaled_count import ScaledCountWeigher, VolumeCountOptions
 from cortex.request import CinderRequest
-
-
-@dataclass(frozen=True)
-class VolumeCountOptions(ScaleOptions):
-    """``scale``: the volume count that weighs 1 before tanh (> 0)."""
-
-    scale: float = 500.0
 
 
 @register
