@@ -35,7 +35,7 @@ DEFAULT_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 # The quick subset (``pytest -m quick``; its time is in docs/operate/install.md): every test but the
 # ones that start real servers or processes and the slow sweeps of the API. The slow
 # ones are named here by path, so a new test is quick unless it lives among them.
-SLOW_PATHS = ("tests/functional/", "tests/sync/", "tests/differential/",
+SLOW_PATHS = ("tests/functional/", "tests/sync/", "tests/differential/", "tests/nova_loop/",
               "tests/api/test_fuzz.py", "tests/api/test_pipelines.py",
               "tests/api/test_decision_records.py", "tests/api/test_ui.py",
               "tests/api/test_operator.py", "tests/api/test_reservations.py",

@@ -8,7 +8,8 @@ behind the standard library's WSGI server on a loopback port. Prometheus is the
 TSDB that ``promtool tsdb create-blocks-from openmetrics`` filled.
 
 ``python3 tests/real_servers.py prepare`` (run by ``tests/run.sh``) builds the
-Placement virtualenv and upstream Nova's (``tests/differential/nova_venv.py``),
+Placement virtualenv and upstream Nova's two (``tests/differential/nova_venv.py``: the
+differential suite's and the Nova-in-the-loop tests' with Nova's functional harness),
 checks Prometheus and promtool exist and makes a PostgreSQL
 answer (``tests/pg_cluster.py``); it imports nothing of Cortex, so it runs before
 Cortex is installed.
@@ -68,14 +69,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def cached_venv(name: str, requirement: str, check: str | None = None) -> Path:
+def cached_venv(name: str, requirement: str | tuple[str, ...],
+                check: str | None = None) -> Path:
     """The virtualenv ``$CORTEX_TEST_CACHE/<name>`` with ``requirement`` installed.
 
+    ``requirement`` is one pip requirement or several, installed in one resolution.
     Built on first use under a file lock and marked complete (``.complete``) only at
     the end, so concurrent sessions neither race nor use half an install (a half one
     is rebuilt). ``check``, when given, is Python code the new interpreter must run
     without error. Raises ServerUnavailable when the build fails.
     """
+    requirements = (requirement,) if isinstance(requirement, str) else tuple(requirement)
     target = CACHE / name
     complete = target / ".complete"
     if complete.exists():
@@ -88,13 +92,13 @@ def cached_venv(name: str, requirement: str, check: str | None = None) -> Path:
         shutil.rmtree(target, ignore_errors=True)
         try:
             subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
-            subprocess.run([str(target / "bin" / "pip"), "install", "-q", requirement],
+            subprocess.run([str(target / "bin" / "pip"), "install", "-q", *requirements],
                            check=True)
             if check:
                 subprocess.run([str(target / "bin" / "python"), "-c", check], check=True)
         except (OSError, subprocess.CalledProcessError) as exc:
             raise ServerUnavailable(f"cannot build the virtualenv {name}: {exc}") from None
-        complete.write_text(requirement)
+        complete.write_text("\n".join(requirements))
     return target
 
 
@@ -204,11 +208,13 @@ def prepare() -> None:
     caller's choice, and the suite checks that it answers).
     """
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.differential.nova_venv import nova_venv
+    from tests.differential.nova_venv import nova_functional_venv, nova_venv
     from tests.pg_cluster import ClusterUnavailable, ensure_server
 
     print(f"placement virtualenv: {placement_venv()}", file=sys.stderr)
     print(f"nova virtualenv (differential suite): {nova_venv()}", file=sys.stderr)
+    print(f"nova functional virtualenv (Nova in the loop): {nova_functional_venv()}",
+          file=sys.stderr)
     print("prometheus, promtool: {}, {}".format(*prometheus_binaries()), file=sys.stderr)
     if os.environ.get("CORTEX_TEST_DATABASE_URL"):
         return

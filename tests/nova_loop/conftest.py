@@ -1,0 +1,183 @@
+"""Fixtures of the Nova loop: one Nova, one Cortex and one database for the whole package.
+
+Starting Nova's control plane costs a few seconds and Cortex's gunicorn a few more, so
+both live as long as the package's tests; each test leaves the fleet empty again
+(:func:`loop`'s teardown deletes its servers, clears the in-flight reservations and
+syncs), so the tests do not depend on their order.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from sqlalchemy import text
+
+from cortex import conf as config
+from cortex.db import migrate
+from cortex.db.engine import make_engine
+from cortex.store import reservation_feed
+from cortex.sync.runner import run_source
+from cortex.sync.sources import build_sources
+from tests.conftest import _create_postgres_database, _drop_postgres_database
+from tests.differential.nova_venv import NovaUnavailable, nova_functional_venv
+from tests.nova_loop import fleet
+from tests.nova_loop.harness import CLOUD, CortexServer, LoopError, NovaProcess, clouds_yaml
+
+
+@pytest.fixture(scope="package")
+def loop_database():
+    """A migrated PostgreSQL database holding nothing: cortex-sync fills it from Nova."""
+    url = _create_postgres_database("novaloop")
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    yield url
+    reservation_feed.stop_all()
+    _drop_postgres_database(url)
+
+
+@pytest.fixture(scope="package")
+def loop_engine(loop_database):
+    engine = make_engine(loop_database)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="package")
+def cortex(loop_database, tmp_path_factory):
+    """Cortex (gunicorn, one worker) on the loop's database."""
+    server = CortexServer(loop_database, tmp_path_factory.mktemp("cortex"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="package")
+def nova(cortex, tmp_path_factory):
+    """Nova 34's control plane with the fleet's hosts, its hook calling ``cortex``."""
+    try:
+        python = nova_functional_venv() / "bin" / "python"
+    except NovaUnavailable as exc:
+        pytest.fail(str(exc))
+    process = NovaProcess(python, tmp_path_factory.mktemp("nova"), cortex.url)
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="package")
+def clouds(nova, tmp_path_factory):
+    """``OS_CLIENT_CONFIG_FILE`` naming the harness's Nova and Placement (cloud ``nova-loop``)."""
+    path = clouds_yaml(tmp_path_factory.mktemp("clouds") / "clouds.yaml", nova)
+    previous = os.environ.get("OS_CLIENT_CONFIG_FILE")
+    os.environ["OS_CLIENT_CONFIG_FILE"] = str(path)
+    yield path
+    if previous is None:
+        os.environ.pop("OS_CLIENT_CONFIG_FILE", None)
+    else:
+        os.environ["OS_CLIENT_CONFIG_FILE"] = previous
+
+
+class World:
+    """The running loop: Nova (driver commands), Cortex, the sync, and the test's servers."""
+
+    def __init__(self, nova: NovaProcess, cortex: CortexServer, engine, conf) -> None:
+        self.nova = nova
+        self.cortex = cortex
+        self.engine = engine
+        self.conf = conf
+        self.sources = build_sources(conf, ("nova", "placement"))
+        self.servers: list[str] = []
+        self.flavors: dict[str, str] = {}
+
+    # -- knowledge
+    def sync(self) -> None:
+        """cortex-sync's nova and placement sources, once each (in this process)."""
+        for source in self.sources:
+            result = run_source(self.engine, source)
+            assert result.ok, result.error
+
+    def report(self, host: str, healthy: bool = True) -> None:
+        """Post ``host``'s agent report with what its guests use now."""
+        self.cortex.report(host, fleet.report(host, self.nova.call("usage", host=host),
+                                              healthy=healthy))
+
+    def refresh(self) -> None:
+        """Sync, post every GPU host's report, and wait until Cortex answers from them."""
+        self.sync()
+        for host in fleet.GPU_HOSTS:
+            self.report(host)
+        self.settle()
+
+    def settle(self) -> None:
+        """Wait until Cortex's worker answers from the stored knowledge version."""
+        with self.engine.connect() as connection:
+            version = connection.execute(text("SELECT version FROM knowledge_version")).scalar()
+        self.cortex.wait_for_version(version)
+
+    # -- Nova
+    def flavor(self, name: str, vcpus: int, ram: int, **extra_specs) -> str:
+        """A flavor (created once per name); its id."""
+        if name not in self.flavors:
+            self.flavors[name] = self.nova.call(
+                "flavor", name=name, vcpus=vcpus, ram=ram,
+                extra_specs={k.replace("__", ":"): v for k, v in extra_specs.items()})["id"]
+        return self.flavors[name]
+
+    def boot(self, flavor: str, expect: str = "ACTIVE", **args) -> list[dict]:
+        """Servers created through Nova's API, in ``expect`` state; remembered for cleanup."""
+        servers = self.nova.call("boot", flavor=flavor, expect=expect, **args)["servers"]
+        self.servers.extend(s["id"] for s in servers)
+        return servers
+
+    def calls(self, since: int = 0) -> list[dict]:
+        """The hook's calls from index ``since``."""
+        return self.nova.call("hook_calls", since=since)["calls"]
+
+    def mark(self) -> int:
+        """The number of hook calls so far (pass it to :meth:`calls`)."""
+        return self.nova.call("hook_calls", since=0)["count"]
+
+    def allocation(self, consumer: str) -> dict[str, dict[str, int]]:
+        """Placement's allocation of a consumer: ``{provider uuid: {class: amount}}``."""
+        body = self.nova.placement(f"/allocations/{consumer}")["allocations"]
+        return {rp: dict(a["resources"]) for rp, a in body.items()}
+
+    # -- cleanup
+    def clean(self) -> None:
+        """Delete the test's servers and Cortex's promises, undo injections, sync again."""
+        if self.servers:
+            self.nova.call("delete", servers=self.servers)
+            self.servers.clear()
+        self.nova.call("free_races")
+        for host in (*fleet.HOSTS, "*"):
+            self.nova.call("fail_claims", host=host, count=0)
+        with self.engine.begin() as connection:  # see docs/nova-in-the-loop.md
+            connection.execute(text("DELETE FROM inflight_reservations"))
+        self.refresh()
+
+
+@pytest.fixture(scope="package")
+def world(nova, cortex, clouds, loop_database, loop_engine):
+    """The loop with Cortex's knowledge synced from Nova and the GPU hosts reported."""
+    conf = config.load(environ={}, overrides={
+        "database.connection": loop_database, "openstack.cloud": CLOUD,
+        "sync.sources": "nova,placement"})
+    started = time.monotonic()
+    loop = World(nova, cortex, loop_engine, conf)
+    loop.refresh()
+    loop.first_sync_seconds = time.monotonic() - started
+    return loop
+
+
+@pytest.fixture
+def loop(world):
+    """The loop for one test; the fleet empty again afterwards."""
+    mark = world.mark()
+    yield world
+    try:
+        fallbacks = [c for c in world.calls(mark) if c["fallback"]]
+    finally:
+        world.clean()
+    if fallbacks:
+        raise LoopError(f"Nova fell back to its own order: {fallbacks}")
