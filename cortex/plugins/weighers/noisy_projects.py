@@ -4,29 +4,22 @@ The reference implementation's noisy-project anti-affinity: a project whose VMs 
 a host are busy on average (mean ``cpu_busy`` of its instances there, from
 Prometheus) loads that host heavily, and its next VM should go elsewhere. The raw
 weight is minus that mean for the request's project, mapped from ``[lower_bound,
-upper_bound]`` onto ``[0, 1]`` and clamped; hosts where the project has no VM, or only
-quiet ones, weigh 0. A positive multiplier spreads noisy projects; a negative one
-would gather them. Needs the syncers' instance list.
+upper_bound]`` (shares, 0.5 and 0.9 by default) onto ``[0, 1]`` and clamped; hosts
+where the project has no VM, or only quiet ones, weigh 0. A positive multiplier
+spreads noisy projects; a negative one would gather them. Needs the syncers' instance
+list.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.plugins.base import Weigher
+from cortex.plugins.bounds_options import BoundsOptions
 from cortex.plugins.registry import register
 from cortex.request import Candidate, NovaRequest
 from cortex.rules.measures import bounded
-
-
-@dataclass(frozen=True)
-class NoisyProjectsOptions:
-    """Bounds (mean vCPU busy share, 0..1) between which a project counts as noisy."""
-
-    lower_bound: float = 0.5
-    upper_bound: float = 0.9
 
 
 @register
@@ -34,7 +27,7 @@ class NoisyProjectsWeigher(Weigher[NovaRequest, HostState]):
     """Minus the bounded mean busyness of the request's project on the host."""
 
     name = "weigher_noisy_projects"
-    Options = NoisyProjectsOptions
+    Options = BoundsOptions
 
     def applies(self, request: NovaRequest) -> bool:
         """Only when the request names its project."""

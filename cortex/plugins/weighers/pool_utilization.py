@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from cortex.knowledge.view import StoragePoolState
 from cortex.plugins.base import Weigher
+from cortex.plugins.bounds_options import FeatureBoundsOptions
 from cortex.plugins.registry import register
 from cortex.request import Candidate, StorageRequest
 from cortex.rules.measures import bounded
@@ -29,12 +30,10 @@ DEPRECATED_FEATURE = "pool.utilisation"
 
 
 @dataclass(frozen=True)
-class PoolUtilizationOptions:
-    """The pool feature and the bounds (fractions) between which its effect grows."""
+class PoolUtilizationOptions(FeatureBoundsOptions):
+    """The pool feature (default ``pool.utilization``) and the bounds, 0.5 and 0.9."""
 
     feature: str = FEATURE
-    lower_bound: float = 0.5
-    upper_bound: float = 0.9
 
 
 @register
