@@ -4,7 +4,9 @@
 weigh minus a measure (a Prometheus feature of the host or pool, a project's mean CPU
 busy share) mapped from ``[lower_bound, upper_bound]`` onto ``[0, 1]`` and clamped
 (:func:`cortex.rules.measures.bounded`): values below the lower bound all weigh 0,
-values above the upper bound all weigh -1.
+values above the upper bound all weigh -1. ``weigher_noisy_projects`` takes
+:class:`BoundsOptions`, ``weigher_contention`` :class:`ContentionOptions`, and
+``weigher_pool_utilization`` a :class:`FeatureBoundsOptions` of its own.
 """
 
 from __future__ import annotations
@@ -25,3 +27,12 @@ class FeatureBoundsOptions(BoundsOptions):
     """:class:`BoundsOptions` of a Prometheus ``feature`` (a subclass sets its default)."""
 
     feature: str = ""
+
+
+@dataclass(frozen=True)
+class ContentionOptions(FeatureBoundsOptions):
+    """``weigher_contention``'s: KVM's steal time, 2 % to 10 % (fractions)."""
+
+    lower_bound: float = 0.02
+    upper_bound: float = 0.1
+    feature: str = "cpu.steal"

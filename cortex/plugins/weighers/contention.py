@@ -11,23 +11,12 @@ negative one would seek them. Hosts without the feature weigh 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
-from cortex.plugins.bounds_options import FeatureBoundsOptions
+from cortex.plugins.bounds_options import ContentionOptions
 from cortex.plugins.registry import register
 from cortex.request import Candidate, NovaRequest
 from cortex.rules.measures import bounded, feature
-
-
-@dataclass(frozen=True)
-class ContentionOptions(FeatureBoundsOptions):
-    """The feature and the bounds (fractions) between which its effect grows."""
-
-    lower_bound: float = 0.02
-    upper_bound: float = 0.1
-    feature: str = "cpu.steal"
 
 
 @register
