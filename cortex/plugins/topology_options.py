@@ -132,6 +132,10 @@ class TopologyWeigher(Weigher[NovaRequest, HostState]):
 
     services: ClassVar[tuple[str, ...]] = ("nova", "kubernetes")
 
+    def applies(self, request: NovaRequest) -> bool:
+        """Only for requests of passthrough GPUs (a subclass may widen it)."""
+        return request.gpu_count > 0
+
     def memo_key(self, request: NovaRequest) -> tuple:
         """The request's topology key: its answers depend on nothing else of it."""
         return request.topology_key

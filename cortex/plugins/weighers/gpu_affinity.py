@@ -59,10 +59,6 @@ class GpuAffinityWeigher(TopologyWeigher):
     name = "weigher_gpu_affinity"
     Options = GpuAffinityOptions
 
-    def applies(self, request: NovaRequest) -> bool:
-        """Only for requests of passthrough GPUs."""
-        return request.gpu_count > 0
-
     def score(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """The set's quality; k = 1: the GPU's locality to the guest's CPUs."""
         options = self.options

@@ -50,10 +50,6 @@ class GpuCellPreservingWeigher(TopologyWeigher):
     services = ("nova",)
     Options = GpuCellPreservingOptions
 
-    def applies(self, request: NovaRequest) -> bool:
-        """Only for requests of passthrough GPUs."""
-        return request.gpu_count > 0
-
     def score(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """How tightly the claimed GPUs fill their free cell."""
         options = self.options

@@ -49,10 +49,6 @@ class NumaLocalityWeigher(TopologyWeigher):
     name = "weigher_numa_locality"
     Options = NumaLocalityOptions
 
-    def applies(self, request: NovaRequest) -> bool:
-        """Only for requests of passthrough GPUs."""
-        return request.gpu_count > 0
-
     def score(self, host: HostState, request: NovaRequest, candidate: Candidate) -> float:
         """Mean of the CPU and memory shares the GPUs' nodes can hold; 0 without a report."""
         return room_near_claim(host, request, candidate, self.options.headroom,
