@@ -185,13 +185,13 @@ def promise_group(pipeline: Pipeline, request: Any, base: KnowledgeView,
         return None
     started = time.perf_counter()
     try:
-        existing = groups.find(gang.key, now)
+        existing, slots = groups.find_with_slots(gang.key, now)
         if existing is None:
             count_expired(groups, now, metrics)
             return _first(pipeline, request, base, overlaid, result, groups, gang, ttl, now,
                           started, metrics)
         return _later(pipeline, request, base, overlaid, result, groups, existing, now,
-                      started)
+                      started, slots)
     except Exception as exc:  # noqa: BLE001 - database trouble must not fail the answer
         LOG.warning("group promise failed, answer not promised: %r", exc)
         return _answer(result, result.hosts, StepResult(
@@ -392,9 +392,13 @@ def _fresh(overlaid: KnowledgeView, base: KnowledgeView, groups: Any,
 
 def _later(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: KnowledgeView,
            result: PipelineResult, groups: Any, group: Any,
-           now: datetime, started: float) -> PipelineResult | None:
-    """A later member's call: its promised host first, re-checked by the filters."""
-    slots = groups.slots(group, now)
+           now: datetime, started: float,
+           slots: list[Reservation] | None = None) -> PipelineResult | None:
+    """A later member's call: its promised host first, re-checked by the filters.
+
+    ``slots``: the group's reservations when the caller read them with the promise.
+    """
+    slots = groups.slots(group, now) if slots is None else slots
     own = request.instance_uuid
     mine = next((s for s in slots if own and s.instance_uuid == own), None)
     offered = set(request.candidates.hosts)

@@ -99,6 +99,27 @@ class GroupPromiseStore:
         with self._engine.connect() as connection:
             return self._read_group(connection, key, now)
 
+    def find_with_slots(self, key: str, now: datetime
+                        ) -> tuple[GroupPromise | None, list[Reservation]]:
+        """:meth:`find` and :meth:`slots` in one connection: ``(promise, its slots)``.
+
+        ``(None, [])`` when there is no promise, or none of its reservations is left.
+        """
+        with self._engine.connect() as connection:
+            row = connection.execute(select(_GROUPS).where(_GROUPS.id == key)).first()
+            if row is None or _aware(row.expires_at) <= now:
+                return None, []
+            group = _group(row)
+            found = self._slots(connection, group, now)
+        return (group, found) if found else (None, [])
+
+    @staticmethod
+    def _slots(connection: Connection, group: GroupPromise, now: datetime) -> list[Reservation]:
+        """The group's reservations unexpired at ``now``, in member order."""
+        rows = {r.id: _reservation(r) for r in connection.execute(select(_RESERVATIONS).where(
+            _RESERVATIONS.id.in_(group.reservations), _RESERVATIONS.expires_at > now))}
+        return [rows[i] for i in group.reservations if i in rows]
+
     @contextmanager
     def lock(self, key: str, hosts: Iterable[str], now: datetime) -> Iterator[GroupLock]:
         """Hold group ``key``'s and ``hosts``' locks in one transaction; yield what they guard.
@@ -164,9 +185,7 @@ class GroupPromiseStore:
     def slots(self, group: GroupPromise, now: datetime) -> list[Reservation]:
         """The group's reservations unexpired at ``now``, in member order."""
         with self._engine.connect() as connection:
-            rows = {r.id: _reservation(r) for r in connection.execute(select(_RESERVATIONS).where(
-                _RESERVATIONS.id.in_(group.reservations), _RESERVATIONS.expires_at > now))}
-        return [rows[i] for i in group.reservations if i in rows]
+            return self._slots(connection, group, now)
 
     def release(self, group: GroupPromise, slot: str) -> bool:
         """Free the group's unclaimed reservation ``slot`` (its member went elsewhere)."""

@@ -211,6 +211,13 @@ class MemoryGroupPromises:
         with self._store._lock:
             return self._read(key, now)
 
+    def find_with_slots(self, key: str, now: datetime
+                        ) -> tuple[GroupPromise | None, list[Reservation]]:
+        """See :meth:`cortex.store.group_promises.GroupPromiseStore.find_with_slots`."""
+        with self._store._lock:
+            group = self._read(key, now)
+            return (group, self.slots(group, now)) if group is not None else (None, [])
+
     @contextmanager
     def lock(self, key: str, hosts: Iterable[str], now: datetime) -> Iterator[GroupLock]:
         """See :meth:`cortex.store.group_promises.GroupPromiseStore.lock`."""
