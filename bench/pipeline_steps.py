@@ -1,7 +1,8 @@
 """Engine time of every shipped pipeline on its service's bundled bodies, and its costliest
 step; or, with ``--phases N``, where a real create's time goes in the app at N GPU hosts.
 
-Run: .venv/bin/python bench/pipeline_steps.py [--repeat N] [--phases 1000 [--body NAME]]
+Run: .venv/bin/python bench/pipeline_steps.py [--repeat N]
+     [--phases 1000 [--body NAME] [--inflight 3000]]
 Without ``--phases``: the pipeline engine alone (no HTTP, no JSON schema, no decision
 log) against the demo fleet in an embedded SQLite database; prints p50/p99 in
 milliseconds per pipeline and body, and the step with the largest median duration.
@@ -67,8 +68,9 @@ def _timed(spent: dict[str, float], phase: str, function: Any) -> Any:
     return timed
 
 
-def phases(n: int, body_name: str, repeat: int) -> None:
-    """Per-phase median ms of ``repeat`` real creates of ``body_name`` at ``n`` GPU hosts."""
+def phases(n: int, body_name: str, repeat: int, inflight: int = 0) -> None:
+    """Per-phase ms of ``repeat`` real creates of ``body_name`` at ``n`` GPU hosts, with
+    ``inflight`` other instances' unexpired reservations (bench/latency.py's)."""
     import importlib
     import sys
 
@@ -81,7 +83,7 @@ def phases(n: int, body_name: str, repeat: int) -> None:
 
     workload = latency.Workload("gpu", 1, [body_name])
     with tempfile.TemporaryDirectory() as tmp:
-        url = latency.database(workload, n, tmp)
+        url = latency.database(workload, n, tmp, inflight)
         spent: dict[str, float] = defaultdict(float)
         for phase, module, attribute in PHASES:
             owner: Any = importlib.import_module(module)
@@ -115,7 +117,8 @@ def phases(n: int, body_name: str, repeat: int) -> None:
         app.extensions["cortex"].knowledge.close()
         stop_all()
     whole = statistics.fmean(rows["total"])
-    print(f"{n} GPU hosts, {body_name}, {repeat} real creates: ms per call, the mean (the "
+    print(f"{n} GPU hosts, {inflight} reservations of others, {body_name}, {repeat} real "
+          f"creates: ms per call, the mean (the "
           f"means add up) and the median")
     for phase in [*dict.fromkeys(p for p, _, _ in PHASES), "rest", "total"]:
         value = sum(rows[phase]) / len(rows["total"])
@@ -129,9 +132,11 @@ def main() -> None:
     parser.add_argument("--phases", type=int, default=0, metavar="HOSTS",
                         help="time a real create's phases in the app at HOSTS GPU hosts")
     parser.add_argument("--body", default="2gpu-required", help="the --phases body")
+    parser.add_argument("--inflight", type=int, default=0,
+                        help="--phases: other instances' unexpired reservations")
     args = parser.parse_args()
     if args.phases:
-        phases(args.phases, args.body, args.repeat)
+        phases(args.phases, args.body, args.repeat, args.inflight)
         return
     with tempfile.TemporaryDirectory() as tmp:
         engine = make_engine(f"sqlite:///{tmp}/bench.sqlite")
