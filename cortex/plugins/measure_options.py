@@ -1,10 +1,13 @@
-"""The capacity weighers' options, and the base of those that weigh Nova's measure or Cortex's.
+"""The options of the weighers that weigh Nova's measure or Cortex's, and their bases.
 
-:class:`FreeResourceWeigher` is the CPU, RAM and disk weighers' common rule (Nova's
-resource weighers, ``nova/scheduler/weights/{cpu,ram,disk}.py``); each names its
-resource class and its options (:class:`FreeVcpusOptions`, :class:`FreeMbOptions`).
-:class:`ResourceWeightsOptions` are the options of the weighers that take a weighted
-mean over resource classes (``weigher_binpack``, ``weigher_prefer_smaller_hosts``).
+:class:`MeasureOptions` chooses between Cortex's measure (:attr:`~MeasureOptions.CORTEX`)
+and Nova's (:attr:`~MeasureOptions.NOVA`): the CPU, RAM and disk weighers'
+(:class:`FreeVcpusOptions`, :class:`FreeMbOptions`) and the build-failure weigher's
+(:class:`BuildFailureOptions`). :class:`FreeResourceWeigher` is the CPU, RAM and disk
+weighers' common rule (Nova's resource weighers, ``nova/scheduler/weights/{cpu,ram,
+disk}.py``); each names its resource class. :class:`ResourceWeightsOptions` are the
+options of the weighers that take a weighted mean over resource classes
+(``weigher_binpack``, ``weigher_prefer_smaller_hosts``).
 """
 
 from __future__ import annotations
@@ -20,20 +23,22 @@ from cortex.rules.measures import free_share, nova_free
 
 @dataclass(frozen=True)
 class MeasureOptions:
-    """``measure``: ``free_share`` (Cortex's) or the weigher's Nova measure (:attr:`NOVA`).
+    """``measure``: Cortex's (:attr:`CORTEX`, the default) or Nova's (:attr:`NOVA`).
 
-    The share is what stays free after placing the request; Nova's measure (``free_mb``,
-    ``free_vcpus``) is the amount free before it, as Nova's weigher counts it. A value
-    outside the two is refused.
+    For the capacity weighers Cortex's measure is ``free_share``, what stays free after
+    placing the request; Nova's (``free_mb``, ``free_vcpus``) is the amount free before
+    it, as Nova's weigher counts it. A subclass whose Cortex measure is another sets
+    both :attr:`CORTEX` and the ``measure`` default. A value outside the two is refused.
     """
 
     measure: str = "free_share"
+    CORTEX: ClassVar[str] = "free_share"
     NOVA: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
         """Refuse a measure outside the two."""
-        if self.measure not in ("free_share", self.NOVA):
-            raise ValueError(f"measure must be one of free_share, {self.NOVA}")
+        if self.measure not in (self.CORTEX, self.NOVA):
+            raise ValueError(f"measure must be one of {self.CORTEX}, {self.NOVA}")
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,15 @@ class FreeVcpusOptions(MeasureOptions):
     """:class:`MeasureOptions` of the CPU weigher: Nova's ``free_vcpus``."""
 
     NOVA: ClassVar[str] = "free_vcpus"
+
+
+@dataclass(frozen=True)
+class BuildFailureOptions(MeasureOptions):
+    """:class:`MeasureOptions` of the build-failure weigher: ``minus_failures`` or ``failures``."""
+
+    measure: str = "minus_failures"
+    CORTEX: ClassVar[str] = "minus_failures"
+    NOVA: ClassVar[str] = "failures"
 
 
 @dataclass(frozen=True)

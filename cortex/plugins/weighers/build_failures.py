@@ -11,24 +11,11 @@ weighs as Nova does with Nova's negated multiplier (``-1000000.0``, ``nova-basel
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from cortex.knowledge.view import HostState
 from cortex.plugins.base import Weigher
+from cortex.plugins.measure_options import BuildFailureOptions
 from cortex.plugins.registry import register
 from cortex.request import Candidate, NovaRequest
-
-
-@dataclass(frozen=True)
-class BuildFailureOptions:
-    """``measure``: ``minus_failures`` (Cortex's) or ``failures`` (Nova's, see the module)."""
-
-    measure: str = "minus_failures"
-
-    def __post_init__(self) -> None:
-        """Refuse a measure outside the two."""
-        if self.measure not in ("minus_failures", "failures"):
-            raise ValueError("measure must be one of minus_failures, failures")
 
 
 @register
