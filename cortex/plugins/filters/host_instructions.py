@@ -3,7 +3,8 @@
 Nova's HostManager rules (``nova/scheduler/host_manager.py``,
 ``_strip_ignore_hosts``/``_match_forced_hosts``/``_match_forced_nodes``): ignored
 hosts are removed; when hosts or nodes are forced, only those stay. Host names compare
-case-insensitively and node names exactly, as Nova does. Runs on rebuild too (the instructions still hold).
+case-insensitively and node names exactly, as Nova does. Runs on rebuild too (the
+instructions still hold).
 Invert: none; these are the caller's instructions.
 """
 
