@@ -41,8 +41,8 @@ def requested_model(request: NovaRequest, view: KnowledgeView,
     The fleet's names (:func:`names_by_product`, a walk over every GPU once per
     knowledge version) are read only when the host's GPU has no name of its own or no
     host was found: an agent names every GPU it reports, so a placed create rarely needs
-    them, and a fresh worker's first create no longer builds them (1.7 ms at 1,000 HGX
-    hosts).
+    them, and a fresh worker's first create does not build them (they cost 1.7 ms at 1,000
+    HGX hosts).
     """
     products = _products(request)
     if host is not None and host.topology is not None:

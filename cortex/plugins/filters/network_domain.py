@@ -1,6 +1,6 @@
 """filter_network_domain: keep a group's instances in the network domain chosen for it.
 
-Issue #9's placement rules for groups (the reference topology-aware scheduler's domain
+The placement rules for groups (the reference topology-aware scheduler's domain
 rules; see :mod:`cortex.rules.network_domains`): for a ``consolidated`` (or
 ``balanced``) group the domain of adjacent leaves the rule and score choose, for a
 ``distributed`` one at most ``ceil(size / leaves)`` members per leaf. The domain is a

@@ -25,7 +25,7 @@ of each size among the creates the decision log recorded over the last four week
 (``KnowledgeView.gpu_request_sizes``), once there are ``min_learned`` of them;
 ``request_sizes`` until then. Weng et al. measure fragmentation against the workload's
 own distribution; on the Alibaba replays it lowers the unallocated GPUs on ``default``
-and costs admissions on ``multigpu50`` (README, "The simulator"), so it is not the
+and costs admissions on ``multigpu50`` (docs/scheduler/placement-quality.md), so it is not the
 default.
 
 GPUs shared any way (Weng et al.'s own setting, which Nova cannot run; only the

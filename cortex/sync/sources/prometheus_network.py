@@ -1,4 +1,4 @@
-"""Network locations from Prometheus labels: the third location source of issue #9.
+"""Network locations from Prometheus labels, the third source of host locations.
 
 ``[network] prometheus_query`` is a PromQL instant query (an LLDP exporter's neighbour
 metric, a node_exporter textfile metric) whose series each say where one host sits:
@@ -10,8 +10,8 @@ and ``prometheus_uplink_label`` its uplink in Gbit/s. The series' values are ign
 The prometheus sync source stores the result in ``network_locations`` and
 ``network_domains`` with source ``prometheus`` through
 :func:`cortex.store.network.replace_source_rows`, replacing its previous rows and
-never touching the rows of other sources. The issue orders the sources aggregates,
-file, Prometheus, so:
+never touching the rows of other sources. The sources rank aggregates, file,
+Prometheus (:mod:`cortex.knowledge.network`), so:
 
 - a host the topology file places is not stored again (``placed_by_file``);
 - a leaf or spine the file defines keeps the file's attributes, Prometheus only adds
