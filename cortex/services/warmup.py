@@ -1,11 +1,11 @@
 """A worker warmed before it serves: the view loaded, every lazy table of it built.
 
-A fresh gunicorn worker used to load its knowledge view inside its first call and to
-build, in its first calls, what the plugins derive from the view (capacity tables,
+Unwarmed, a fresh gunicorn worker would load its knowledge view inside its first call
+and build, in its first calls, what the plugins derive from the view (capacity tables,
 aggregate facts, each GPU model's pair matrix and its free-set memos, the cells'
-free-CPU facts), compile its schema validators and open its database connections: the
-first GPU call at 1,000 hosts took about 600 ms, and more than the 2 s request budget on
-a busy machine (a 503). gunicorn's ``post_worker_init`` hook
+free-CPU facts), compile its schema validators and open its database connections: at
+1,000 hosts its first GPU call would take hundreds of milliseconds, and more than the
+2 s request budget on a busy machine (a 503). gunicorn's ``post_worker_init`` hook
 (``etc/cortex/gunicorn.conf.py``) calls :func:`warm_up` before the worker accepts a
 connection.
 
