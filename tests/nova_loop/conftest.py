@@ -79,7 +79,7 @@ def clouds(nova, tmp_path_factory):
 
 
 class World:
-    """The running loop: Nova (driver commands), Cortex, the sync, and the test's servers."""
+    """The running loop: Nova (driver commands), Cortex and the sync."""
 
     def __init__(self, nova: NovaProcess, cortex: CortexServer, engine, conf) -> None:
         self.nova = nova
@@ -87,7 +87,6 @@ class World:
         self.engine = engine
         self.conf = conf
         self.sources = build_sources(conf, ("nova", "placement"))
-        self.servers: list[str] = []
         self.flavors: dict[str, str] = {}
 
     # -- knowledge
@@ -125,10 +124,23 @@ class World:
         return self.flavors[name]
 
     def boot(self, flavor: str, expect: str = "ACTIVE", **args) -> list[dict]:
-        """Servers created through Nova's API, in ``expect`` state; remembered for cleanup."""
-        servers = self.nova.call("boot", flavor=flavor, expect=expect, **args)["servers"]
-        self.servers.extend(s["id"] for s in servers)
-        return servers
+        """Servers created through Nova's API, in ``expect`` state.
+
+        A failure says why Cortex removed hosts in the calls it answered last.
+        """
+        try:
+            return self.nova.call("boot", flavor=flavor, expect=expect, **args)["servers"]
+        except LoopError as exc:
+            raise LoopError(f"{exc}\nCortex's removals: {self.removals()}") from None
+
+    def removals(self, last: int = 3) -> list[dict]:
+        """The hosts each of the last hook calls' decisions removed, and why."""
+        found = []
+        for call in self.calls()[-last:]:
+            if call.get("decision_id"):
+                steps = self.cortex.decision(call["decision_id"])["steps"]
+                found.append({s["name"]: s["removed"] for s in steps if s.get("removed")})
+        return found
 
     def calls(self, since: int = 0) -> list[dict]:
         """The hook's calls from index ``since``."""
@@ -145,10 +157,10 @@ class World:
 
     # -- cleanup
     def clean(self) -> None:
-        """Delete the test's servers and Cortex's promises, undo injections, sync again."""
-        if self.servers:
-            self.nova.call("delete", servers=self.servers)
-            self.servers.clear()
+        """Delete every server and Cortex's promises, undo injections, sync again."""
+        servers = self.nova.call("servers")["servers"]
+        if servers:
+            self.nova.call("delete", servers=servers)
         self.nova.call("free_races")
         for host in (*fleet.HOSTS, "*"):
             self.nova.call("fail_claims", host=host, count=0)

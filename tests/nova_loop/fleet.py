@@ -15,10 +15,13 @@ test process): 12 PCPU and 4 shared CPUs a host. What differs is the PCI devices
   ``gpu-2xh100-pinned`` body;
 - ``cmp-a100-1``: two A100 80GB PCIe (``10de:20b5``), one per node; alias ``a100``
   (legacy policy);
+- ``cmp-vgpu-1``: two vGPU-capable GPUs (fake libvirt's mdev type ``nvidia-11``), whose
+  VGPU inventories Nova reports as child providers, as the demo fleet's A100 MIG hosts;
+  no agent report (the agent has no vGPU mdev view);
 - ``cmp-gp-1``: no GPU (general purpose).
 
-All four are in the availability zone ``az-1`` (a Nova aggregate), the GPU hosts in one
-aggregate per model, as the demo fleet's.
+All five are in the availability zone ``az-1`` (a Nova aggregate), the passthrough GPU
+hosts in one aggregate per model, as the demo fleet's.
 """
 
 from __future__ import annotations
@@ -54,8 +57,16 @@ HOSTS: dict[str, tuple[tuple[str, str, int], ...]] = {
     "cmp-h100-2": (("h100", "0000:1b:00.0", 0), ("h100", "0000:43:00.0", 0),
                    ("h100", "0000:9d:00.0", 1), ("h100", "0000:c3:00.0", 1)),
     "cmp-a100-1": (("a100", "0000:17:00.0", 0), ("a100", "0000:b1:00.0", 1)),
+    "cmp-vgpu-1": (),
     "cmp-gp-1": (),
 }
+#: host -> its vGPU-capable GPUs as (PCI address, NUMA node): fake libvirt's mdev-capable
+#: devices (``10de:0ffe``, type ``nvidia-11``, 16 vGPUs each), Placement VGPU children.
+VGPUS: dict[str, tuple[tuple[str, int], ...]] = {
+    "cmp-vgpu-1": (("0000:81:00.0", 0), ("0000:81:01.0", 1)),
+}
+VGPU_TYPE = "nvidia-11"
+#: The hosts whose agent reports (passthrough GPUs); the vGPU host reports nothing.
 GPU_HOSTS = tuple(h for h, gpus in HOSTS.items() if gpus)
 
 

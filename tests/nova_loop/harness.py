@@ -60,15 +60,18 @@ class NovaProcess:
         config.write_text(json.dumps({"cortex_url": f"{cortex_url}/scheduler/nova/external",
                                       "log": str(self.log), "timeout": 10}))
         self.output = workdir / "driver.out"
+        self._stderr = self.output.open("w")
         started = time.monotonic()
         self.process = subprocess.Popen(
             [str(python), str(HERE / "nova_driver.py"), str(config)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.output.open("w"),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
             text=True, cwd=workdir, env={"PATH": os.environ.get("PATH", ""),
                                          "HOME": os.environ.get("HOME", str(workdir))})
         line = self.process.stdout.readline()
         if not line.startswith("READY "):
             self.process.kill()
+            self.process.wait()
+            self._close()
             raise LoopError(f"the Nova driver did not start: {line}\n"
                             f"{self.output.read_text()[-4000:]}")
         self.urls = json.loads(line[len("READY "):])
@@ -79,7 +82,13 @@ class NovaProcess:
         status, body = http("POST", f"{self.urls['control']}/{command}", args, timeout=300)
         if status != 200:
             detail = body.get("traceback") if isinstance(body, dict) else body
-            raise LoopError(f"{command} failed: {detail}")
+            recent = []
+            if command != "hook_calls":
+                calls = self.call("hook_calls", since=0)["calls"][-3:]
+                recent = [{k: c.get(k) for k in ("instance_uuid", "check_type", "offered",
+                                                  "answer", "fallback", "decision_id")}
+                          for c in calls]
+            raise LoopError(f"{command} failed: {detail}\nlast hook calls: {recent}")
         return body
 
     def placement(self, path: str):
@@ -101,6 +110,13 @@ class NovaProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self._close()
+
+    def _close(self) -> None:
+        self.process.stdout.close()
+        if not self.process.stdin.closed:
+            self.process.stdin.close()
+        self._stderr.close()
 
 
 class CortexServer:
@@ -118,10 +134,11 @@ class CortexServer:
             "PROMETHEUS_MULTIPROC_DIR": str(workdir / "metrics")} | environ
         env.pop("CORTEX_CONFIG_FILE", None)
         (workdir / "metrics").mkdir(exist_ok=True)
+        self._output = self.log.open("w")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", str(REPO / "etc/cortex/gunicorn.conf.py"),
              "--bind", f"127.0.0.1:{self.port}", "cortex.wsgi:application"],
-            env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT, cwd=workdir)
+            env=env, stdout=self._output, stderr=subprocess.STDOUT, cwd=workdir)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -130,6 +147,8 @@ class CortexServer:
             except OSError:
                 time.sleep(0.2)
         self.process.kill()
+        self.process.wait()
+        self._output.close()
         raise LoopError(f"Cortex did not start: {self.log.read_text()[-4000:]}")
 
     def get(self, path: str):
@@ -177,6 +196,7 @@ class CortexServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self._output.close()
 
 
 def clouds_yaml(path: Path, nova: NovaProcess) -> Path:

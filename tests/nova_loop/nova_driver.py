@@ -287,6 +287,17 @@ def add_move_hints(context, spec_obj) -> None:
     spec_obj.scheduler_hints = hints
 
 
+def _create_mdev(self, dev_name, mdev_type, uuid=None):
+    """A mediated device on this driver's fake host (fake libvirt creates none itself)."""
+    from nova.virt.libvirt import utils as libvirt_utils
+
+    uuid = uuid or str(uuidlib.uuid4())
+    self._host.get_connection().mdev_info.devices[libvirt_utils.mdev_uuid2name(uuid)] = \
+        fakelibvirt.FakeMdevDevice(dev_name=libvirt_utils.mdev_uuid2name(uuid),
+                                   type_id=mdev_type, parent=dev_name)
+    return uuid
+
+
 _upstream_instance_claim = resource_tracker.ResourceTracker.instance_claim
 #: host (``*``: any) -> how many more instance claims nova-compute refuses there.
 FAILING_CLAIMS: dict[str, int] = {}
@@ -329,15 +340,18 @@ class Loop(base.ServersTestBase):
         self.flags(pci_in_placement=True, host_subset_size=1, group="filter_scheduler")
         self.flags(cpu_dedicated_set=fleet.CPU_DEDICATED_SET,
                    cpu_shared_set=fleet.CPU_SHARED_SET, group="compute")
+        self.flags(enabled_mdev_types=[fleet.VGPU_TYPE], group="devices")
         super().setUp()
         self.useFixture(fixtures.MockPatch(
             "nova.virt.libvirt.driver.LibvirtDriver.migrate_disk_and_power_off",
             return_value="{}"))
         self.useFixture(fixtures.MonkeyPatch(
             "nova.tests.fixtures.libvirt.Domain.migrateToURI3", self._migrate_stub))
+        self.useFixture(fixtures.MonkeyPatch(
+            "nova.virt.libvirt.driver.LibvirtDriver._create_mdev", _create_mdev))
         for name, gpus in fleet.HOSTS.items():
             self.start_compute(hostname=name, host_info=self._host_info(),
-                               pci_info=self._pci_info(gpus))
+                               pci_info=self._pci_info(gpus, fleet.VGPUS.get(name, ())))
         self._aggregates()
 
     def _get_connection(self, host_info=None, pci_info=None, mdev_info=None,
@@ -364,17 +378,23 @@ class Loop(base.ServersTestBase):
         return info
 
     @staticmethod
-    def _pci_info(gpus):
-        """The host's GPUs as fake libvirt PCI devices on their NUMA nodes."""
+    def _pci_info(gpus, vgpus=()):
+        """The host's GPUs as fake libvirt PCI devices on their NUMA nodes.
+
+        ``gpus`` for passthrough, ``vgpus`` (address, node) mdev-capable.
+        """
         info = fakelibvirt.HostPCIDevicesInfo(num_pci=0, num_pfs=0, num_vfs=0)
-        for group, (model, address, node) in enumerate(gpus):
-            vendor, product, name, _ = fleet.MODELS[model]
+        devices = [("PCI", address, node, fleet.MODELS[model]) for model, address, node in gpus]
+        devices += [("MDEV_TYPES", address, node, None) for address, node in vgpus]
+        for group, (kind, address, node, model) in enumerate(devices):
             _, bus, slot_function = address.split(":")
             slot, function = slot_function.split(".")
-            info.add_device(dev_type="PCI", bus=int(bus, 16), slot=int(slot, 16),
+            ids = {} if model is None else {
+                "vend_id": model[0], "vend_name": "NVIDIA Corporation", "prod_id": model[1],
+                "prod_name": model[2], "driver_name": "vfio-pci"}
+            info.add_device(dev_type=kind, bus=int(bus, 16), slot=int(slot, 16),
                             function=int(function), iommu_group=40 + group, numa_node=node,
-                            vend_id=vendor, vend_name="NVIDIA Corporation", prod_id=product,
-                            prod_name=name, driver_name="vfio-pci")
+                            **ids)
         return info
 
     def _aggregates(self):
@@ -424,10 +444,14 @@ class Loop(base.ServersTestBase):
         return self.api.post_server_groups(body)
 
     def cmd_boot(self, flavor, name="vm", min_count=1, max_count=None, group=None,
-                 expect="ACTIVE", image=None):
-        """Create servers through the API and wait for ``expect``; the servers."""
+                 expect="ACTIVE", image=None, host=None):
+        """Create servers through the API and wait for ``expect``; the servers.
+
+        ``host``: the requested destination host (microversion 2.74), which the scheduler
+        (and Cortex) still checks.
+        """
         body = self._build_server(name=name, flavor_id=flavor, networks="none",
-                                  image_uuid=image)
+                                  image_uuid=image, host=host)
         body["min_count"] = min_count
         body["max_count"] = max_count or min_count
         body["return_reservation_id"] = True
@@ -438,6 +462,11 @@ class Loop(base.ServersTestBase):
         servers = self.api.get_servers(search_opts={"reservation_id": reservation})
         return {"servers": [self._wait_for_state_change(s, expect, max_retries=40)
                             for s in servers]}
+
+    def cmd_servers(self):
+        """The ids of every server Nova lists (all projects)."""
+        return {"servers": [s["id"] for s in self.api.get_servers(
+            search_opts={"all_tenants": 1})]}
 
     def cmd_show(self, server):
         """One server as the API shows it."""
@@ -463,6 +492,10 @@ class Loop(base.ServersTestBase):
         """Cold-migrate (to ``host`` when given, microversion 2.56), then confirm."""
         found = self._migrate_server(self.api.get_server(server), host=host)
         return self._confirm_resize(found) if confirm else found
+
+    def cmd_confirm(self, server):
+        """Confirm a resize or cold migration waiting in VERIFY_RESIZE."""
+        return self._confirm_resize(self.api.get_server(server))
 
     def cmd_live_migrate(self, server, host=None):
         """Live-migrate, the destination chosen by the scheduler unless ``host``."""

@@ -191,7 +191,13 @@ def _group_row(group: dict[str, Any]) -> dict[str, Any]:
 
 
 def _migration_row(migration: dict[str, Any]) -> dict[str, Any]:
-    """A server_migrations row."""
+    """A server_migrations row.
+
+    ``old_flavor_id``/``new_flavor_id`` hold Nova's ``old_instance_type_id`` and
+    ``new_instance_type_id``: the flavors' row ids in Nova's database (an integer; a
+    cold migration shows the same one twice), not the ids ``GET /flavors`` lists,
+    which no Nova API maps them to (seen with Nova 34, ``tests/nova_loop``).
+    """
     def flavor_id(key: str) -> str | None:
         value = migration.get(key)
         return None if value is None else str(value)
