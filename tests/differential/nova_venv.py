@@ -53,8 +53,8 @@ def nova_functional_venv(version: str = NOVA_VERSION) -> Path:
     """The cached virtualenv with ``nova==version`` and its functional harness's needs.
 
     Placement ``openstack-placement`` at :data:`PLACEMENT_VERSION` (the version the sync
-    tests run) and :data:`FUNCTIONAL_REQUIREMENTS`; built on first use (about a minute
-    with a warm pip cache). Raises NovaUnavailable when the build fails.
+    tests run) and :data:`FUNCTIONAL_REQUIREMENTS`; built on first use (one to two
+    minutes with a warm pip cache). Raises NovaUnavailable when the build fails.
     """
     try:
         return cached_venv(

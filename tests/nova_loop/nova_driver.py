@@ -341,6 +341,7 @@ class Loop(base.ServersTestBase):
         self.flags(cpu_dedicated_set=fleet.CPU_DEDICATED_SET,
                    cpu_shared_set=fleet.CPU_SHARED_SET, group="compute")
         self.flags(enabled_mdev_types=[fleet.VGPU_TYPE], group="devices")
+        self.flags(instances=-1, cores=-1, ram=-1, group="quota")  # the fleet is the limit
         super().setUp()
         self.useFixture(fixtures.MockPatch(
             "nova.virt.libvirt.driver.LibvirtDriver.migrate_disk_and_power_off",

@@ -132,6 +132,26 @@ def test_gpu_vms_land_on_cortex_first_choice_until_the_h100s_are_full(loop):
     assert loop.calls(before) == []
 
 
+H100X4_TWO_NODES = dict(vcpus=8, ram=8192, hw__cpu_policy="dedicated",
+                       hw__mem_page_size="1GB", hw__numa_nodes="2",
+                       pci_passthrough__alias="h100:4")
+
+
+def test_two_node_guests_take_whole_h100_hosts(loop):
+    """4x H100 in a guest of two NUMA nodes (pinned, 1 GiB pages): one per H100 host, each
+    on Cortex's first choice with its promise kept; a third finds no H100 in Placement."""
+    flavor = loop.flavor("h100x4-2n", **H100X4_TWO_NODES)
+    mark = loop.mark()
+    servers = [loop.boot(flavor, name=f"wide{i}")[0] for i in range(2)]
+    assert sorted(host_of(s) for s in servers) == ["cmp-h100-1", "cmp-h100-2"]
+    promised = {r["instance_uuid"]: r for r in loop.cortex.reservations()}
+    for server in servers:
+        assert host_of(server) == answered_call(loop.calls(mark), server)["answer"][0]
+        assert_promise_kept(loop, promised[server["id"]], server)
+    refused = loop.boot(flavor, name="wide2", expect="ERROR")[0]
+    assert "No valid host" in refused["fault"]["message"]
+
+
 def test_cortex_refusal_is_no_valid_host(loop):
     """The agents report every H100 broken (an XID error Nova does not see): Nova's filters
     keep both H100 hosts, Cortex answers ``[]``, and the build fails with NoValidHost."""
@@ -238,6 +258,27 @@ def test_anti_affinity_group_members_land_apart(loop):
 #: tracker then adds those to the allocation, which so holds more devices than the guest
 #: (docs/nova-in-the-loop.md). The guest's devices are what the host's PCI tracker holds.
 MOVED_DEVICES = "tracker"
+
+
+def test_server_group_rules_hold_for_whole_groups(loop):
+    """Anti-affinity with ``max_server_per_host=2``: four 1x H100 members, two per H100
+    host; affinity: two members on one host. Every member on its call's first host."""
+    flavor = loop.flavor("h100x1", **H100X1)
+    for policy, rules, count in (("anti-affinity", {"max_server_per_host": 2}, 4),
+                                 ("affinity", None, 2)):
+        group = loop.nova.call("group", name=policy, policy=policy, rules=rules)
+        mark = loop.mark()
+        servers = loop.boot(flavor, name=policy, min_count=count, group=group["id"])
+        calls = loop.calls(mark)
+        hosts = sorted(host_of(s) for s in servers)
+        if policy == "affinity":
+            assert len(set(hosts)) == 1, hosts
+        else:
+            assert hosts == ["cmp-h100-1"] * 2 + ["cmp-h100-2"] * 2, hosts
+        for server in servers:
+            first = [c for c in calls if c["instance_uuid"] == server["id"]][0]
+            assert host_of(server) == first["answer"][0], (policy, calls)
+        loop.nova.call("delete", servers=[s["id"] for s in servers])
 
 
 def newest_promise(loop, server: dict) -> dict:
