@@ -82,7 +82,7 @@ class FakeCloud:
     # Read-only Placement (benchmarks): providers with "inventories", "usages", "traits",
     # "aggregates" keys next to the upstream provider fields.
     providers: list[dict] = field(default_factory=list)
-    nova_max_microversion: str = "2.96"
+    nova_max_microversion: str = "2.100"  # Nova 34's (tests/nova_loop reads it there)
     placement_url: str | None = None
     # Moves (see the module doc): reads until a move ends, servers refused or failing.
     move_reads: int = 1

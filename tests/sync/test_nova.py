@@ -1,6 +1,6 @@
 """The Nova source behind a real openstacksdk connection to the fake Nova.
 
-Pages past 1000 servers, microversion negotiation (2.96 and an older 2.60 cloud),
+Pages past 1000 servers, microversion negotiation (2.100, Nova 34's, and an older 2.60 cloud),
 the services joined into hypervisors, in-progress migrations only.
 """
 
@@ -73,7 +73,7 @@ def test_nova_pages_past_1000_servers_at_the_negotiated_microversion(openstack, 
     # Nova's clock (where its run began)
     assert len(pages) == 4
     versions = {v for _, path, v in openstack.requests if path.startswith("/compute/v2.1/")}
-    assert versions == {"compute 2.96"}
+    assert versions == {"compute 2.100"}
 
     servers = table(sync_engine, models.Server)
     assert len(servers) == SERVERS
