@@ -44,8 +44,10 @@ def test_the_site_builds_without_warnings_and_covers_the_code(tmp_path):
         assert f"usage: {script}" in cli, script
     plugins = text(out / "reference" / "plugins.html")
     load_in_tree()
-    for name in [*FILTERS, *WEIGHERS, *DETECTORS]:
-        assert name in plugins, name
+    for registry in (FILTERS, WEIGHERS, DETECTORS):
+        for name, plugin in registry.items():
+            if plugin.__module__.startswith("cortex.plugins."):  # not tests' own plugins
+                assert name in plugins, name
     index = text(out / "index.html")
     for page in sorted((REPO / "docs").glob("*.md")):  # every topic page is in the site
         assert (out / f"{page.stem}.html").exists(), page.name
