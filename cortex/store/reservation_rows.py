@@ -10,6 +10,9 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
+from sqlalchemy import Connection, delete, select
+
+from cortex.db import models
 from cortex.knowledge.reservations import Reservation
 
 #: First key of the advisory lock, so that Cortex's host locks never meet another
@@ -35,3 +38,16 @@ def row_of(reservation: Reservation) -> dict[str, Any]:
             "instance_uuid": reservation.instance_uuid, "group_id": reservation.group_id,
             "resources": dict(reservation.resources), "gpus": list(reservation.gpus),
             "created_at": reservation.created_at, "expires_at": reservation.expires_at}
+
+
+def delete_fulfilled(connection: Connection) -> int:
+    """Delete the reservations whose instance the synced servers show on a host; their count.
+
+    Placement holds such an instance's usage, so its promise is kept and done. A row left
+    behind would count again once the instance is deleted (it is then in no host's
+    instances) and hold its room until it expires. Unclaimed group slots (no instance)
+    stay. Runs in the sync's transaction, after the servers are written.
+    """
+    servers = select(models.Server.uuid).where(models.Server.host.is_not(None))
+    return connection.execute(delete(models.InflightReservation).where(
+        models.InflightReservation.instance_uuid.in_(servers))).rowcount or 0

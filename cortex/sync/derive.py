@@ -46,6 +46,7 @@ from sqlalchemy import Connection, select
 
 from cortex.db import models
 from cortex.store.commitments import follow_instances
+from cortex.store.reservation_rows import delete_fulfilled
 from cortex.sync.snapshot import TableCounts
 from cortex.sync.source import SyncContext
 
@@ -212,6 +213,13 @@ def follow_commitments(ctx: SyncContext) -> None:
     changed = follow_instances(ctx.connection)
     if changed:
         ctx.count("commitment_holds", TableCounts(changed, changed, 0))
+
+
+def forget_kept_promises(ctx: SyncContext) -> None:
+    """In-flight reservations of instances the servers now show on a host are deleted."""
+    kept = delete_fulfilled(ctx.connection)
+    if kept:
+        ctx.count("inflight_reservations", TableCounts(0, 0, kept))
 
 
 def refresh_nova_features(ctx: SyncContext) -> None:

@@ -23,7 +23,8 @@ LOG = logging.getLogger(__name__)
 # What each source's changes feed, recomputed in the same transaction.
 DERIVATIONS: dict[str, tuple[Callable[[SyncContext], None], ...]] = {
     "nova": (derive.refresh_compute_nodes, derive.refresh_nova_features,
-             derive.refresh_placement_features, derive.follow_commitments),
+             derive.refresh_placement_features, derive.follow_commitments,
+             derive.forget_kept_promises),
     "placement": (derive.refresh_compute_nodes, derive.refresh_placement_features),
     "prometheus": (derive.refresh_compute_nodes,),
 }

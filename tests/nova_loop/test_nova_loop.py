@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 from sqlalchemy import text
 
 from tests.nova_loop import fleet
@@ -398,10 +397,6 @@ def test_the_descheduler_moves_a_vm_through_nova(loop, clouds):
     assert loop.cortex.decision(call["decision_id"])["intent"] == "resize"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Cortex's in-flight reservation of an instance counts again once the instance is gone "
-    "from the synced view (cortex.knowledge.reservations.pending), so a VM deleted within "
-    "[scheduler] reservation_ttl holds its GPUs in Cortex's view until the TTL passes"))
 def test_deleted_vms_free_their_gpus_for_cortex_too(loop):
     """Four 2x H100 VMs fill the H100 hosts, are synced, deleted and synced again: Placement
     shows every H100 free, and the next 2x H100 VM must find a host."""
