@@ -20,6 +20,7 @@ from cortex.pipeline.config import PipelineConfigError, load_pipelines
 from cortex.pipeline.explain import explain, render_text
 from cortex.plugins.base import describe_options
 from cortex.plugins.registry import DETECTORS, FILTERS, WEIGHERS, load_all
+from cortex.services import reservations
 from cortex.simulator.commitments import CommitmentInvalid
 from cortex.simulator.fleet import SimulationError
 from cortex.store.decisions import DecisionStore
@@ -262,10 +263,18 @@ RESERVATION_COLUMNS = ("id", "host", "instance_uuid", "group_id", "resources", "
 def reservations_list(conf: config.Config, args) -> int:
     """The unexpired in-flight reservations, oldest first, one row each.
 
+    With ``--groups``: the unexpired group promises instead, as
+    :func:`cortex.services.reservations.group_rows` gives them.
+
     A row: :data:`RESERVATION_COLUMNS`; ``resources`` is ``{resource class: amount}``,
     ``gpus`` the PCI addresses held, ``expires_at`` UTC to the second.
     """
-    found = ReservationStore(make_engine(conf.database_url)).active(datetime.now(UTC))
+    store = ReservationStore(make_engine(conf.database_url))
+    if args.groups:
+        emit(reservations.group_rows(store, datetime.now(UTC)), reservations.GROUP_COLUMNS,
+             args.format)
+        return 0
+    found = store.active(datetime.now(UTC))
     emit([{"id": r.id, "host": r.host, "instance_uuid": r.instance_uuid,
            "group_id": r.group_id, "resources": dict(r.resources), "gpus": list(r.gpus),
            "expires_at": _utc(r.expires_at)}
@@ -374,9 +383,10 @@ def commitments_delete(conf: config.Config, args) -> int:
 
 
 def reservations_prune(conf: config.Config, args) -> int:
-    """Delete expired in-flight reservations."""
-    deleted = ReservationStore(make_engine(conf.database_url)).prune(datetime.now(UTC))
-    print(f"pruned {deleted} expired reservations")
+    """Delete expired group promises and in-flight reservations."""
+    groups, deleted = reservations.prune(ReservationStore(make_engine(conf.database_url)),
+                                         datetime.now(UTC))
+    print(f"pruned {groups} expired group promises and {deleted} expired reservations")
     return 0
 
 
@@ -524,6 +534,8 @@ def _network_parsers(sub) -> None:
         dest="action", required=True)
     listing = held.add_parser("list", help="unexpired reservations")
     add_format(listing)
+    listing.add_argument("--groups", action="store_true",
+                         help="list the group promises (members, hosts, expiry) instead")
     listing.set_defaults(func=reservations_list)
     held.add_parser("prune", help="delete expired reservations").set_defaults(
         func=reservations_prune)

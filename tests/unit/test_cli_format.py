@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 import yaml
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 
 from cortex.cli import emit
 from cortex.cmd import manage
@@ -76,6 +76,33 @@ def test_reservations_list(database, capsys):
     rows = json.loads(output(capsys, "reservations", "list", "-f", "json"))
     assert rows[0]["resources"] == {"VCPU": 4, "MEMORY_MB": 8192}
     assert yaml.safe_load(output(capsys, "reservations", "list", "-f", "yaml")) == rows
+
+
+def test_reservations_list_groups_and_prune(database, capsys):
+    url = f"sqlite:///{database / 'c.sqlite'}"
+    with make_engine(url).begin() as connection:
+        connection.execute(insert(models.InflightReservation), [
+            {"id": f"g-{n}", "host": host, "instance_uuid": None, "group_id": "job",
+             "resources": {"VCPU": 4}, "gpus": [], "created_at": datetime(2025, 3, 1, tzinfo=UTC),
+             "expires_at": expires}
+            for n, host, expires in [(1, "h1", datetime(2099, 1, 1, tzinfo=UTC)),
+                                     (2, "h1", datetime(2099, 1, 1, tzinfo=UTC)),
+                                     (3, "h3", datetime(2025, 3, 2, tzinfo=UTC))]])
+        connection.execute(insert(models.GroupPromise), [
+            {"id": "job", "service": "nova", "members": 2, "placed": 2, "min_count": 2,
+             "hosts": ["h1", "h1"], "reservations": ["g-1", "g-2"],
+             "created_at": datetime(2025, 3, 1, tzinfo=UTC),
+             "expires_at": datetime(2099, 1, 1, tzinfo=UTC)},
+            {"id": "old", "service": "nova", "members": 1, "placed": 1, "min_count": 1,
+             "hosts": ["h3"], "reservations": ["g-3"],
+             "created_at": datetime(2025, 3, 1, tzinfo=UTC),
+             "expires_at": datetime(2025, 3, 2, tzinfo=UTC)}])
+    assert output(capsys, "reservations", "list", "--groups", "-f", "value") == (
+        "job nova 2 2 h1=2 2099-01-01T00:00:00Z\n")
+    assert output(capsys, "reservations", "prune") == (
+        "pruned 1 expired group promises and 1 expired reservations\n")
+    with make_engine(url).connect() as connection:
+        assert connection.scalars(select(models.GroupPromise.id)).all() == ["job"]
 
 
 def test_plugins_list_table_value_and_documents(capsys):
