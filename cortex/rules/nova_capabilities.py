@@ -31,6 +31,8 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from cortex.rules import extra_specs
+
 #: The attributes of Nova's ``HostState`` an unscoped extra spec may name: such a key is
 #: checked (a value Cortex does not hold fails the node, as Nova fails a None); any other
 #: unscoped key is skipped.
@@ -86,19 +88,7 @@ def lookup(capabilities: Mapping[str, Any], path: list[str]) -> Any:
     first = capabilities.get(path[0])
     if first is None:
         first = (capabilities.get("stats") or {}).get(path[0])
-    value: Any = {path[0]: first}
-    for key in path:
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                return None
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-        if value is None:
-            return None
-    return value
+    return extra_specs.lookup({path[0]: first}, path)
 
 
 def printed(value: Any) -> str:
