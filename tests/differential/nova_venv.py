@@ -15,7 +15,9 @@ Cortex, so ``tests/real_servers.py prepare`` can call both before Cortex is inst
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from pathlib import Path
 
 from tests.real_servers import PLACEMENT_VERSION, ServerUnavailable, cached_venv
@@ -64,3 +66,23 @@ def nova_functional_venv(version: str = NOVA_VERSION) -> Path:
             check="import nova.tests.functional.libvirt.base, nova.tests.functional.fixtures")
     except ServerUnavailable as exc:
         raise NovaUnavailable(str(exc)) from None
+
+
+def side_lines(script: str, **options: int) -> list[dict]:
+    """The JSON lines a Nova-side ``script`` (beside this file) prints; fails the test if it fails.
+
+    ``options`` become ``--name value`` arguments (``seed=1`` -> ``--seed 1``).
+    """
+    import pytest  # imported here: prepare runs this module before pytest is installed
+
+    try:
+        python = nova_venv() / "bin" / "python"
+    except NovaUnavailable as exc:
+        pytest.fail(str(exc))
+    here = Path(__file__).parent
+    arguments = [str(x) for name, value in options.items() for x in (f"--{name}", value)]
+    done = subprocess.run([str(python), str(here / script), *arguments],
+                          capture_output=True, text=True, check=False, cwd=here)
+    if done.returncode:
+        pytest.fail(f"{script} failed: {done.stderr[-3000:]}")
+    return [json.loads(line) for line in done.stdout.splitlines()]

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.differential.fleet_app import fleet_app
-from tests.differential.nova_venv import NovaUnavailable, nova_venv
+from tests.differential.nova_venv import side_lines
 
 HERE = Path(__file__).parent
 SEED = int(os.environ.get("CORTEX_DIFFERENTIAL_SEED", "1"))
@@ -41,17 +40,8 @@ HOSTS, CANDIDATES = 80, 40
 
 def nova_lines(seed: int, requests: int) -> list[dict]:
     """The Nova side's JSON lines; fails the test if it fails."""
-    try:
-        python = nova_venv() / "bin" / "python"
-    except NovaUnavailable as exc:
-        pytest.fail(str(exc))
-    done = subprocess.run([str(python), str(HERE / "nova_isolation_side.py"), "--seed",
-                           str(seed), "--requests", str(requests), "--hosts", str(HOSTS),
-                           "--candidates", str(CANDIDATES)],
-                          capture_output=True, text=True, check=False, cwd=HERE)
-    if done.returncode:
-        pytest.fail(f"nova_isolation_side.py failed: {done.stderr[-3000:]}")
-    return [json.loads(line) for line in done.stdout.splitlines()]
+    return side_lines("nova_isolation_side.py", seed=seed, requests=requests, hosts=HOSTS,
+                      candidates=CANDIDATES)
 
 
 @pytest.fixture
