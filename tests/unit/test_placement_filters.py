@@ -78,7 +78,7 @@ def live(source="src"):
     (host("t", cpu_features=("avx2", "avx512f", "vmx"), cpu_arch="aarch64"),
      "architecture aarch64 differs from the source's x86_64"),
     (host("t", cpu_features=("avx2", "avx512f", "vmx"), hypervisor_type="CH"),
-     "hypervisor type ch differs from the source's qemu"),
+     "hypervisor type CH differs from the source's QEMU"),
     (host("src", cpu_features=("avx2", "avx512f", "vmx")), "host is the live migration's source"),
 ])
 def test_live_migration(target, expected):

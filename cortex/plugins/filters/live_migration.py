@@ -1,11 +1,14 @@
 """filter_live_migration: a live migration's target can take the running guest from its source.
 
 For ``_nova_check_type=live_migrate`` with a ``source_host`` hint (SAP's Nova sends
-it): the target must have the source's CPU architecture and hypervisor type, and CPU
-features that include every feature of the source's (the guest's CPU model was
-chosen on the source; libvirt refuses a target missing any flag, Nova checks it with
-``check_can_live_migrate_destination`` only after scheduling). CPU features are the
-syncers' ``cpu_features``; a host without them falls back to its ``HW_CPU_*`` traits.
+it): the target must have the source's CPU architecture, its hypervisor type (spelled
+exactly alike) and a hypervisor version not older than the source's (Nova's conductor,
+``LiveMigrationTask._check_compatible_with_source_hypervisor``; a version Cortex does not
+know is not compared), and CPU features that include every feature of the source's
+(the guest's CPU model was chosen on the source; libvirt refuses a target missing any
+flag, Nova checks it with ``check_can_live_migrate_destination`` only after scheduling).
+CPU features are the syncers' ``cpu_features``; a host without them falls back to its
+``HW_CPU_*`` traits.
 The source itself cannot be the target (``exclude_source``). When the source is not
 known to Cortex, every host passes. Not run on rebuild. Invert: none; drop the step.
 """
@@ -23,9 +26,15 @@ from cortex.rules.measures import source_host
 
 @dataclass(frozen=True)
 class LiveMigrationOptions:
-    """``exclude_source``: remove the source host itself."""
+    """What the filter may leave out of its checks.
+
+    ``exclude_source``: remove the source host itself. ``skip_hypervisor_version_check``:
+    accept a target whose hypervisor is older than the source's (Nova's
+    ``[workarounds] skip_hypervisor_version_check_on_lm``); off by default.
+    """
 
     exclude_source: bool = True
+    skip_hypervisor_version_check: bool = False
 
 
 @register
@@ -60,6 +69,11 @@ class LiveMigrationFilter(Filter[NovaRequest, HostState]):
             if have != want:
                 return (f"{what} {','.join(sorted(have))} differs from the source's "
                         f"{','.join(sorted(want))}")
+        if not self.options.skip_hypervisor_version_check:
+            have_version, want_version = _version(host), _version(source)
+            if None not in (have_version, want_version) and want_version > have_version:
+                return (f"hypervisor version {have_version} is older than the source's "
+                        f"{want_version}")
         missing = cpu_features(source) - cpu_features(host)
         if missing:
             return f"lacks the source's CPU feature(s) {', '.join(sorted(missing)[:3])}"
@@ -72,7 +86,14 @@ def cpu_features(host) -> frozenset[str]:
 
 
 def _node_facts(host) -> tuple[frozenset, frozenset]:
-    """``(architectures, hypervisor types)`` of the host's nodes, lower-cased."""
+    """``(architectures lower-cased, hypervisor types as reported)`` of the host's nodes."""
     nodes = host.nodes.values()
     return (frozenset((n.cpu_arch or "").lower() for n in nodes),
-            frozenset((n.hypervisor_type or "").lower() for n in nodes))
+            frozenset(n.hypervisor_type or "" for n in nodes))
+
+
+def _version(host) -> int | None:
+    """The lowest hypervisor version of the host's nodes; None when none is known."""
+    known = [n.hypervisor_version for n in host.nodes.values()
+             if n.hypervisor_version is not None]
+    return min(known) if known else None
