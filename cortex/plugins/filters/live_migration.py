@@ -71,7 +71,8 @@ class LiveMigrationFilter(Filter[NovaRequest, HostState]):
                         f"{','.join(sorted(want))}")
         if not self.options.skip_hypervisor_version_check:
             have_version, want_version = _version(host), _version(source)
-            if None not in (have_version, want_version) and want_version > have_version:
+            if have_version is not None and want_version is not None \
+                    and want_version > have_version:
                 return (f"hypervisor version {have_version} is older than the source's "
                         f"{want_version}")
         missing = cpu_features(source) - cpu_features(host)
