@@ -6,9 +6,12 @@ later) in which concurrent calls would see the same free capacity. Each answer t
 records a short-lived :class:`Reservation` (host, resources, GPUs predicted, group id);
 :func:`with_reservations` lays the active ones over a knowledge view so that every
 capacity filter, the GPU filters and the network domain choice count them. A
-reservation stops counting as soon as the synced view shows its instance on any host
-(Nova placed it and Placement's usage includes it), and is deleted when its TTL passes;
-until then it still tells the group's later calls where their siblings went.
+reservation stops counting as soon as the synced view shows its instance on the
+reservation's host, or on another host and not moving (Nova placed it, elsewhere
+perhaps, and Placement's usage includes it); a move's reservation counts while the view
+still shows the instance moving on its source. The nova sync deletes a reservation it
+no longer counts (:func:`kept`); the rest are deleted when their TTL passes, and until
+then still tell the group's later calls where their siblings went.
 
 This module is pure; :mod:`cortex.store.reservations` keeps them in the database,
 :mod:`cortex.store.memory` in process (the simulator, one-process tests).
@@ -44,22 +47,43 @@ class Reservation:
     expires_at: datetime
 
 
-def placed_instances(view: KnowledgeView) -> frozenset[str]:
-    """Instance uuids the synced view shows on some host (their usage is in Placement's).
+#: Nova's task states of an instance on its way to another host (resize and cold
+#: migration, live migration, evacuation and rebuild): ``nova.compute.task_states``.
+MOVING_TASK_STATES = frozenset({
+    "resize_prep", "resize_migrating", "resize_migrated", "resize_finish",
+    "migrating", "rebuilding", "rebuild_block_device_mapping", "rebuild_spawning"})
+
+
+def kept(host: str, placed_on: str | None, task_state: str | None) -> bool:
+    """Whether a reservation on ``host`` is kept: its instance shows on ``placed_on``.
+
+    Kept when the instance is on the reservation's host, or on another host and not
+    moving (a create Nova placed on an alternate); not when it is absent (``None``) or
+    still moving on its source (``task_state`` in :data:`MOVING_TASK_STATES`).
+    """
+    if placed_on is None:
+        return False
+    return placed_on == host or task_state not in MOVING_TASK_STATES
+
+
+def placed_instances(view: KnowledgeView) -> Mapping[str, tuple[str, str | None]]:
+    """``{instance uuid: (host, task_state)}`` of the instances the synced view shows.
 
     Read from the synced view under the overlays (``view.base``), once per knowledge
     version: every Nova call asks, and the walk over all hosts' instances costs O(hosts).
     """
-    return view.root.derived(("placed-instances",), lambda synced: frozenset(
-        i.uuid for state in synced.hosts.values() for i in state.instances))
+    return view.root.derived(("placed-instances",), lambda synced: MappingProxyType({
+        i.uuid: (host, i.task_state)
+        for host, state in synced.hosts.items() for i in state.instances}))
 
 
 def pending(reservations: Iterable[Reservation], view: KnowledgeView,
             now: datetime) -> list[Reservation]:
-    """The reservations that still count: not expired, instance not yet in the synced view."""
+    """The reservations that still count: not expired and not :func:`kept` by the view."""
     placed = placed_instances(view)
-    return [r for r in reservations
-            if r.expires_at > now and (r.instance_uuid is None or r.instance_uuid not in placed)]
+    return [r for r in reservations if r.expires_at > now and (
+        r.instance_uuid is None
+        or not kept(r.host, *placed.get(r.instance_uuid, (None, None))))]
 
 
 def others_on(reservations: Iterable[Reservation], host: str,

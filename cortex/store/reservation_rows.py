@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import Connection, delete, exists, or_
 
 from cortex.db import models
-from cortex.knowledge.reservations import Reservation
+from cortex.knowledge.reservations import MOVING_TASK_STATES, Reservation
 
 #: First key of the advisory lock, so that Cortex's host locks never meet another
 #: user's (the sync leader lock uses its own key).
@@ -41,13 +41,17 @@ def row_of(reservation: Reservation) -> dict[str, Any]:
 
 
 def delete_fulfilled(connection: Connection) -> int:
-    """Delete the reservations whose instance the synced servers show on a host; their count.
+    """Delete the reservations the synced servers keep; their count.
 
-    Placement holds such an instance's usage, so its promise is kept and done. A row left
-    behind would count again once the instance is deleted (it is then in no host's
-    instances) and hold its room until it expires. Unclaimed group slots (no instance)
-    stay. Runs in the sync's transaction, after the servers are written.
+    Kept as :func:`cortex.knowledge.reservations.kept` says: the instance shows on the
+    reservation's host, or on another one and not moving. Placement holds its usage then,
+    and a row left behind would count again once the instance is deleted (it is then on
+    no host) and hold its room until it expires. Unclaimed group slots (no instance) and
+    moves still under way stay. Runs in the sync's transaction, after the servers.
     """
-    servers = select(models.Server.uuid).where(models.Server.host.is_not(None))
-    return connection.execute(delete(models.InflightReservation).where(
-        models.InflightReservation.instance_uuid.in_(servers))).rowcount or 0
+    rows, servers = models.InflightReservation, models.Server
+    keeping = exists().where(
+        servers.uuid == rows.instance_uuid, servers.host.is_not(None),
+        or_(servers.host == rows.host, servers.task_state.is_(None),
+            servers.task_state.not_in(sorted(MOVING_TASK_STATES))))
+    return connection.execute(delete(rows).where(keeping)).rowcount or 0
