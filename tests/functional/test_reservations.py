@@ -29,8 +29,13 @@ def reserving_gunicorn(engine, database_url, tmp_path):
     with engine.begin() as connection:
         connection.execute(delete(models.InflightReservation))
     port = free_port()
+    # Every call promised or refused, never answered unpromised: a budget that 200 calls
+    # queued on two workers of a loaded 2-core machine do not reach, and an unmade
+    # promise a 503 (an unpromised answer naming the host would count as a promise here).
     process, log = start_gunicorn(port, database_url, tmp_path,
-                                  CORTEX_SCHEDULER_RESERVATION_TTL="600")
+                                  CORTEX_SCHEDULER_RESERVATION_TTL="600",
+                                  CORTEX_SCHEDULER_REQUEST_TIME_BUDGET="60",
+                                  CORTEX_SCHEDULER_PROMISE_FAILURE_POLICY="fail")
     yield f"http://127.0.0.1:{port}"
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=20) == 0
