@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import random
 import uuid
 
-_random = random.SystemRandom().getrandbits(64)
-_generator = random.Random(_random)
+_generator = random.Random(random.SystemRandom().getrandbits(64))
+
+
+def _reseed() -> None:
+    """Seed a forked process's ids afresh.
+
+    gunicorn's workers fork from a master that imported this module: with the master's
+    seed every worker would draw the same ids (reservations, decisions, requests).
+    """
+    _generator.seed(random.SystemRandom().getrandbits(64))
+
+
+os.register_at_fork(after_in_child=_reseed)
 
 
 def new_uuid() -> str:
