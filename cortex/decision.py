@@ -287,6 +287,35 @@ class StepResult:
                    bounds)
 
 
+#: Causes of an empty answer that are not a step's name: every candidate unknown to
+#: Cortex (dropped by ``unknown_host_policy = drop``), and no candidate at all.
+UNKNOWN_HOSTS = "unknown_hosts"
+NO_CANDIDATES = "no_candidates"
+
+
+def last_removal(steps: Sequence[StepResult]) -> StepResult | None:
+    """The last filter step that ran, is not a shadow and removed hosts (None: none did)."""
+    return next((s for s in reversed(steps) if s.kind == "filter" and s.status == "ran"
+                 and not s.shadow and s.removed), None)
+
+
+def refusal_step(steps: Sequence[StepResult], offered: int) -> str:
+    """The cause of an empty answer from its steps alone: the step that removed the last hosts.
+
+    ``steps``: the pipeline's step results; ``offered``: the candidates the caller sent.
+    The name of :func:`last_removal`, else :data:`UNKNOWN_HOSTS` when there were
+    candidates and :data:`NO_CANDIDATES` when there were none. The live counter
+    (``cortex_scheduler_no_valid_host_total``, :mod:`cortex.scheduler.refusals`) starts
+    from the same step and, holding the knowledge view, also names ``commitments`` or
+    ``reservations`` where the room laid over the synced view is what removed a host;
+    a stored decision keeps the step's name then.
+    """
+    step = last_removal(steps)
+    if step is None:
+        return UNKNOWN_HOSTS if offered else NO_CANDIDATES
+    return step.name
+
+
 @dataclass(frozen=True)
 class Decision:
     """One scheduling call, as recorded.
@@ -343,6 +372,17 @@ class Decision:
     def weighers(self) -> tuple[StepResult, ...]:
         """The weigher steps that ran and gave values, in pipeline order."""
         return tuple(s for s in self.steps if s.weighs)
+
+    @property
+    def refusal(self) -> str | None:
+        """Why the call found no host: :func:`refusal_step` of an empty answer, else None.
+
+        Only a call answered with status 200 and an empty ``result`` is a refusal (what
+        Nova turns into NoValidHost); a rejected or failed call has no cause.
+        """
+        if self.status != 200 or self.result is None or self.result:
+            return None
+        return refusal_step(self.steps, len(self.hosts))
 
     # -- the caller's view ---------------------------------------------------------------
 
@@ -421,19 +461,22 @@ class Decision:
             "outcome": self.outcome, "duration_ms": self.duration_ms}
 
     def as_row(self) -> dict[str, Any]:
-        """The ``decisions`` table row: the indexed columns and the stored record."""
+        """The ``decisions`` table row: the indexed columns and the stored record.
+
+        ``cause``: :attr:`refusal` (None unless the call found no host).
+        """
         return {"id": self.id, "created_at": self.created_at, "service": self.service,
                 "pipeline": self.pipeline, "request_id": self.request_id,
                 "global_request_id": self.global_request_id, "resource_id": self.resource_id,
                 "intent": self.intent, "outcome": self.outcome, "duration_ms": self.duration_ms,
-                "record": self.as_record()}
+                "cause": self.refusal, "record": self.as_record()}
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], **columns: Any) -> Decision:
         """The decision of a stored record (either form) and its table ``columns``.
 
         The columns (``id``, ``created_at``, ``service``, ``pipeline``, ...) win over the
-        record's copies. Raises KeyError/TypeError/ValueError/AttributeError for a record
+        record's copies; ``cause`` is not taken (:attr:`refusal` follows from the steps). Raises KeyError/TypeError/ValueError/AttributeError for a record
         that cannot be read whole (:func:`damaged_decision` makes what can be shown of it).
         """
         hosts = tuple(_strings(record.get("hosts") or ()))
@@ -463,6 +506,7 @@ class Decision:
             finals = judged_weights(found)
         else:
             finals = {str(h): _number(w) for h, w in (record.get("final_weights") or {}).items()}
+        columns.pop("cause", None)
         return replace(found, final_weights=MappingProxyType(finals), **_present(columns))
 
     @classmethod

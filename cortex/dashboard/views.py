@@ -185,15 +185,23 @@ def _timeline_args() -> dict[str, Any]:
 
 
 def _timeline_context() -> dict[str, Any]:
-    """What the timeline page and its panel show: the counts as a chart and a table."""
+    """What the timeline page and its panel show: the counts as a chart and a table.
+
+    Besides, whatever the window: the calls that found no host in the last day by
+    service, pipeline and cause (:func:`cortex.services.history.refusals_by_cause`).
+    """
     args = _timeline_args()
     now = datetime.now(UTC)
     counted = history.decision_timeline(current_app.extensions["cortex"].engine,
                                         args["hours"], now, service=args["service"] or None,
                                         pipeline=args["pipeline"] or None)
+    refusals = history.refusals_by_cause(current_app.extensions["cortex"].engine, now,
+                                         service=args["service"] or None,
+                                         pipeline=args["pipeline"] or None)
     query = _query(hours=args["hours"], service=args["service"], pipeline=args["pipeline"],
                    refresh=args["refresh"] if args["refresh"] != REFRESH_SECONDS else None)
     return {"args": args, "chart": timeline_chart(counted), "totals": timeline_totals(counted),
+            "refusals": refusals, "refusal_hours": history.REFUSAL_HOURS,
             "updated": now, "step": counted.step,
             "panel_url": url_for("/ui/timeline/panel", **query)}
 
@@ -201,9 +209,10 @@ def _timeline_context() -> dict[str, Any]:
 def timeline_page():
     """``GET /ui/timeline``: decisions over time per service and pipeline, refusals marked.
 
-    Query: ``hours`` (1 to 720, default 1; the bucket width follows, 1 minute for the
-    last hour), ``service``, ``pipeline`` (filters), ``refresh`` (seconds between
-    reloads of the chart, 0 to 3600, default 10; 0: none). A bad value answers 400.
+    Below the chart, the last day's calls that found no host, by cause. Query:
+    ``hours`` (1 to 720, default 1; the bucket width follows, 1 minute for the last
+    hour), ``service``, ``pipeline`` (filters), ``refresh`` (seconds between reloads
+    of the chart, 0 to 3600, default 10; 0: none). A bad value answers 400.
     """
     context = _timeline_context()
     hours = sorted(set(TIMELINE_HOURS) | {context["args"]["hours"]})

@@ -18,6 +18,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
@@ -189,9 +190,19 @@ class StoragePool(Base):
 
 
 class Decision(Base):
-    """One scheduling call: its inputs, each step's per-host results and the answer."""
+    """One scheduling call: its inputs, each step's per-host results and the answer.
+
+    ``cause``: why a call found no host (:attr:`cortex.decision.Decision.refusal`, the
+    step that removed the last hosts), None for every other call; the partial index
+    ``ix_decisions_refusals`` keeps the refusals of a day cheap to count.
+    """
 
     __tablename__ = "decisions"
+    __table_args__ = (
+        Index("ix_decisions_refusals", "created_at",
+              postgresql_where=text("cause IS NOT NULL"),
+              sqlite_where=text("cause IS NOT NULL")),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(
@@ -204,6 +215,7 @@ class Decision(Base):
     intent: Mapped[str | None] = mapped_column(String(32))
     outcome: Mapped[str] = mapped_column(String(32), nullable=False)
     duration_ms: Mapped[float] = mapped_column(Float, nullable=False)
+    cause: Mapped[str | None] = mapped_column(String(255))
     record: Mapped[dict] = mapped_column(JSON, nullable=False)
 
 

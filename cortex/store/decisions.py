@@ -1,8 +1,9 @@
 """The decision log: a bounded background writer and the queries behind /v1/decisions.
 
 Decisions are :class:`cortex.decision.Decision`; each is stored as its table row
-(:meth:`~cortex.decision.Decision.as_row`) and read back with
-:meth:`~cortex.decision.Decision.from_record`.
+(:meth:`~cortex.decision.Decision.as_row`, whose ``cause`` names why a call found no
+host) and read back with :meth:`~cortex.decision.Decision.from_record`.
+:func:`refusals_by_cause` counts the refusals of a window by that cause.
 """
 
 from __future__ import annotations
@@ -17,7 +18,18 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, Text, bindparam, cast, delete, func, insert, select, text
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Text,
+    bindparam,
+    cast,
+    delete,
+    func,
+    insert,
+    select,
+    text,
+)
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
@@ -450,3 +462,29 @@ class DecisionStore:
         with self._engine.begin() as connection:
             return connection.execute(
                 delete(DecisionRow).where(DecisionRow.created_at < cutoff)).rowcount
+
+
+def refusals_by_cause(connection: Connection, since: datetime, until: datetime,
+                      service: str | None = None, pipeline: str | None = None
+                      ) -> list[dict[str, Any]]:
+    """Calls answered with no host from ``since`` up to ``until``, counted by cause.
+
+    ``[{"service", "pipeline", "cause", "count"}]``, most first (then by service,
+    pipeline, cause); ``pipeline`` None where the call had none. A refusal is a decision
+    whose ``cause`` is set (:attr:`cortex.decision.Decision.refusal`); simulations are
+    left out. ``service`` and ``pipeline`` (None: all) filter them. Grouped in SQL, over
+    the partial index ``ix_decisions_refusals``.
+    """
+    counted = func.count().label("count")
+    query = (select(DecisionRow.service, DecisionRow.pipeline, DecisionRow.cause, counted)
+             .where(DecisionRow.cause.is_not(None), DecisionRow.created_at >= since,
+                    DecisionRow.created_at < until, DecisionRow.outcome != "simulated")
+             .group_by(DecisionRow.service, DecisionRow.pipeline, DecisionRow.cause))
+    if service:
+        query = query.where(DecisionRow.service == service)
+    if pipeline:
+        query = query.where(DecisionRow.pipeline == pipeline)
+    rows = [{"service": r.service, "pipeline": r.pipeline, "cause": r.cause, "count": r.count}
+            for r in connection.execute(query)]
+    return sorted(rows, key=lambda r: (-r["count"], r["service"], r["pipeline"] or "",
+                                       r["cause"]))
