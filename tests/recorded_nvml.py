@@ -153,7 +153,8 @@ def write_recorded_tree(root: Path, reads: dict) -> Path:
     entry exists (a directory unless it was read as a file); a path whose real path was
     elsewhere (``sys/class/net/eth0/device``) becomes a link to that path under
     ``root/targets``, so only the recorded machine's names are seen, never this one's.
-    ``root/proc`` is empty: the capture ran no guests.
+    ``root/proc`` holds the procfs files the recording read (``cpuinfo``, ...); a
+    recording without them leaves it empty (the agent then reports no ``cpu_info``).
     """
     for relative, text in reads["reads"].items():
         if text is not None:
@@ -175,6 +176,9 @@ def write_recorded_tree(root: Path, reads: dict) -> Path:
         else:
             (root / relative).mkdir(parents=True)
     (root / "proc").mkdir(exist_ok=True)
+    for relative, text in reads.get("proc", {}).items():
+        if text is not None:
+            _make(root / "proc" / relative).write_text(text + "\n")
     return root
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from cortex.api.schema import RequestValidator, load_openapi
-from tests.recorded_nvml import load_recording, recorded_machines, replay_report
+from tests.recorded_nvml import RECORDED, load_recording, recorded_machines, replay_report
 
 VALIDATOR = RequestValidator(load_openapi())
 
@@ -49,3 +49,24 @@ def test_an_h200_passed_through_to_a_vm():
     assert report["gpu_links"] == [] and report["nvml_error"] is None
     (cell,) = report["numa_cells"]
     assert cell["cpus"] == "0-15"
+
+
+def _lscpu(machine: str) -> dict[str, str]:
+    """``lscpu``'s fields as the recorded machine printed them (its ``host.txt``)."""
+    text = (RECORDED / machine / "host.txt").read_text()
+    return {k.strip(): v.strip() for k, v in
+            (line.split(":", 1) for line in text.splitlines() if ":" in line)}
+
+
+def test_the_h100_host_cpu_is_what_lscpu_said_there(tmp_path):
+    """The agent's ``cpu_info`` on the recorded H100 guest (read from its procfs and sysfs,
+    both recorded) agrees with ``lscpu`` run on the same machine at the same time."""
+    report, _ = replay_report("h100-vm", tmp_path)
+    lscpu = _lscpu("h100-vm")
+    info = report["cpu_info"]
+    assert info["arch"] == lscpu["Architecture"]
+    assert info["vendor"] == {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}[lscpu["Vendor ID"]]
+    assert info["topology"] == {
+        "cells": int(lscpu["NUMA node(s)"]), "sockets": int(lscpu["Socket(s)"]),
+        "cores": int(lscpu["Core(s) per socket"]), "threads": int(lscpu["Thread(s) per core"])}
+    assert f"{info['maxphysaddr']['bits']} bits physical" in lscpu["Address sizes"]
