@@ -476,8 +476,9 @@ class Decision:
         """The decision of a stored record (either form) and its table ``columns``.
 
         The columns (``id``, ``created_at``, ``service``, ``pipeline``, ...) win over the
-        record's copies; ``cause`` is not taken (:attr:`refusal` follows from the steps). Raises KeyError/TypeError/ValueError/AttributeError for a record
-        that cannot be read whole (:func:`damaged_decision` makes what can be shown of it).
+        record's copies; ``cause`` is not taken (:attr:`refusal` follows from the steps).
+        Raises KeyError/TypeError/ValueError/AttributeError for a record that cannot be
+        read whole (:func:`damaged_decision` makes what can be shown of it).
         """
         hosts = tuple(_strings(record.get("hosts") or ()))
         weights = record.get("weights") or {}
