@@ -133,6 +133,29 @@ class World:
         except LoopError as exc:
             raise LoopError(f"{exc}\nCortex's removals: {self.removals()}") from None
 
+    def move(self, command: str, **args) -> dict:
+        """The server after a move command (``resize``, ``migrate``, ``live_migrate``,
+        ``evacuate``, ``rebuild``). A failure says what Cortex removed in its last calls
+        and what Nova's computes and Placement held on every GPU host at that moment.
+        """
+        try:
+            return self.nova.call(command, **args)
+        except LoopError as exc:
+            roots = self.nova.call("state")["providers"]
+            held = {host: {"usage": self.nova.call("usage", host=host),
+                           "placement": self.placement_usages(roots[host])}
+                    for host in fleet.GPU_HOSTS}
+            raise LoopError(f"{exc}\nCortex's removals: {self.removals()}\n"
+                            f"GPU hosts: {held}") from None
+
+    def placement_usages(self, root: str) -> dict[str, dict[str, int]]:
+        """Placement's usages of every provider in ``root``'s tree that has some."""
+        tree = self.nova.placement(f"/resource_providers?in_tree={root}")["resource_providers"]
+        usages = {p["name"]: self.nova.placement(
+            f"/resource_providers/{p['uuid']}/usages")["usages"] for p in tree}
+        return {name: {rc: n for rc, n in used.items() if n}
+                for name, used in usages.items() if any(used.values())}
+
     def removals(self, last: int = 3) -> list[dict]:
         """The hosts each of the last hook calls' decisions removed, and why."""
         found = []

@@ -304,7 +304,7 @@ def test_resize_goes_where_cortex_says_with_the_resize_intent(loop):
     server = loop.boot(loop.flavor("h100x1", **H100X1), name="grow")[0]
     source = host_of(server)
     mark = loop.mark()
-    resized = loop.nova.call("resize", server=server["id"],
+    resized = loop.move("resize", server=server["id"],
                              flavor=loop.flavor("h100x2", **H100X2))
     call = move_call(loop, mark, server, "resize")
     assert source not in call["offered"]
@@ -319,7 +319,7 @@ def test_cold_migration_follows_cortex_with_the_resize_intent(loop):
     other H100 host, the VM goes there and is confirmed."""
     server = loop.boot(loop.flavor("h100x1", **H100X1), name="cold")[0]
     mark = loop.mark()
-    moved = loop.nova.call("migrate", server=server["id"])
+    moved = loop.move("migrate", server=server["id"])
     call = move_call(loop, mark, server, "resize")
     assert host_of(moved) == call["answer"][0] != host_of(server)
     assert moved["status"] == "ACTIVE"
@@ -336,7 +336,7 @@ def test_live_migration_follows_cortex_with_the_live_migrate_intent(loop):
     and ``source_host``; the VM moves to Cortex's first host."""
     server = loop.boot(loop.flavor("numa2", **NUMA_PINNED), name="live")[0]
     mark = loop.mark()
-    moved = loop.nova.call("live_migrate", server=server["id"])
+    moved = loop.move("live_migrate", server=server["id"])
     call = move_call(loop, mark, server, "live_migrate")
     assert host_of(server) not in call["offered"]
     assert host_of(moved) == call["answer"][0]
@@ -350,7 +350,7 @@ def test_evacuation_follows_cortex_with_the_evacuate_intent(loop):
     with ``_nova_check_type=evacuate`` and rebuilds the VM on its first host."""
     server = loop.boot(loop.flavor("h100x1", **H100X1), name="evacuee")[0]
     mark = loop.mark()
-    moved = loop.nova.call("evacuate", server=server["id"])
+    moved = loop.move("evacuate", server=server["id"])
     call = move_call(loop, mark, server, "evacuate")
     assert host_of(server) not in call["offered"]
     assert host_of(moved) == call["answer"][0]
@@ -365,7 +365,7 @@ def test_rebuild_with_a_new_image_is_checked_on_its_own_host(loop):
     images = loop.nova.call("images")["images"]
     other = next(i for i in images if i != server["image"]["id"])
     mark = loop.mark()
-    rebuilt = loop.nova.call("rebuild", server=server["id"], image=other)
+    rebuilt = loop.move("rebuild", server=server["id"], image=other)
     call = move_call(loop, mark, server, "rebuild")
     assert call["offered"] == call["answer"] == [host_of(server)] == [host_of(rebuilt)]
     assert rebuilt["image"]["id"] == other
