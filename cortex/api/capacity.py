@@ -106,9 +106,15 @@ def _authorized_show():
 
 
 def register(app: Flask) -> None:
-    """Add ``GET /v1/capacity`` and the flavor capacity gauges to ``app`` (after its services)."""
+    """Add ``GET /v1/capacity`` and the flavor capacity gauges to ``app`` (after its services).
+
+    The gauges' :class:`FlavorCapacity` is kept in ``app.extensions`` under
+    :data:`cortex.services.capacity.FLAVOR_CAPACITY` (the forecasts read it).
+    """
     services = app.extensions["cortex"]
     app.add_url_rule(PATH, endpoint=PATH, view_func=_authorized_show, methods=["GET"],
                      provide_automatic_options=False)
-    services.metrics.add_scrape_collector(FlavorCapacity(
-        services.scheduler, lambda: service.gpu_flavors(services.engine), services.devices))
+    flavors = FlavorCapacity(services.scheduler, lambda: service.gpu_flavors(services.engine),
+                             services.devices)
+    app.extensions[service.FLAVOR_CAPACITY] = flavors
+    services.metrics.add_scrape_collector(flavors)

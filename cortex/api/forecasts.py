@@ -22,6 +22,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from cortex.api.body import query_flag
 from cortex.api.errors import ApiError
 from cortex.services import forecasts
+from cortex.services.capacity import flavor_supply
 from cortex.services.errors import DatabaseUnreachable
 
 LOG = logging.getLogger(__name__)
@@ -32,8 +33,12 @@ def list_forecasts():
     :func:`cortex.forecast.plan.forecast_documents`): GPU models, then flavor families,
     by zone; without the hourly ``history`` and ``points`` unless ``series=true``.
     ``availability_zone=`` empty selects the all-zone forecasts, ``flavor_family=``
-    empty the models'. 400 for a bad ``series``, 503 when the
-    database cannot be read. An empty list when nothing was computed yet.
+    empty the models'. A flavor family's document carries its flavors' days to
+    exhaustion against their placeable supply
+    (:func:`cortex.services.forecasts.with_placeable`: ``placeable``,
+    ``placeable_days_to_exhaustion``, ``placeable_flavor``; None until the placeable
+    counts are first computed, in the background). 400 for a bad ``series``, 503 when
+    the database cannot be read. An empty list when nothing was computed yet.
     """
     raw = request.args.get("series", "").strip()
     series = query_flag("series", raw) if raw else False
@@ -44,7 +49,8 @@ def list_forecasts():
             current_app.extensions["cortex"].engine,
             model=forecasts.ANY if model is None else model,
             family=forecasts.ANY if family is None else family or None,
-            zone=forecasts.ANY if zone is None else zone or None, series=series)
+            zone=forecasts.ANY if zone is None else zone or None, series=series,
+            supply=flavor_supply(current_app.extensions))
     except DatabaseUnreachable as exc:
         raise ApiError(503, f"database unreachable: {exc}") from None
     return jsonify(forecasts=documents)

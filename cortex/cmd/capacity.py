@@ -2,7 +2,9 @@
 
 The same question as ``GET /v1/capacity`` (:func:`cortex.services.capacity.placeable`),
 asked of the API's services on the configured database: a summary and a table of the
-hosts that take them, or the whole document with ``-f json|yaml``.
+hosts that take them, or the whole document with ``-f json|yaml``. ``cortex-manage
+forecast`` sets the flavor families' forecasts against the same counts
+(:func:`flavor_supply`, :func:`print_placeable`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,50 @@ from cortex import conf as config
 from cortex.cli import CommandError, add_format, emit
 
 HOST_COLUMNS = ("host", "now", "empty")
+#: ``cortex-manage forecast``'s table of the flavors against their placeable supply.
+PLACEABLE_COLUMNS = ("flavor_family", "availability_zone", "flavor", "gpus", "placeable_now",
+                     "instances_per_day", "days_to_exhaustion")
+
+
+def flavor_supply(conf: config.Config,
+                  with_services: Callable[[config.Config, Callable[[Any], Any]], Any]) -> Any:
+    """The placeable supply of every synced GPU flavor in every zone, counted now.
+
+    :class:`cortex.forecast.plan.FlavorSupply` of one computation of the
+    ``cortex_flavor_placeable_instances`` gauges
+    (:meth:`cortex.services.capacity.FlavorCapacity.refresh`) on the API's services.
+    """
+    from cortex.services.capacity import FlavorCapacity, gpu_flavors
+
+    def work(services):
+        counted = FlavorCapacity(services.scheduler, lambda: gpu_flavors(services.engine),
+                                 services.devices)
+        counted.refresh()
+        return counted.supply()
+
+    return with_services(conf, work)
+
+
+def print_placeable(documents: list[dict[str, Any]], fmt: str) -> None:
+    """The table of :data:`PLACEABLE_COLUMNS`: each flavor family's flavors, by zone.
+
+    ``documents``: forecast documents set against the placeable supply
+    (:func:`cortex.services.forecasts.with_placeable`); the flavors asked for that are
+    no synced GPU flavor are named on a line after it. Printed for ``-f table`` alone
+    (the documents carry it for ``json`` and ``yaml``), and only when a family has
+    flavors.
+    """
+    every = [{"flavor_family": d["flavor_family"], "availability_zone": d["availability_zone"]
+              or "any"} | flavor for d in documents if d.get("placeable")
+             for flavor in d["placeable"]]
+    rows = [r for r in every if r["placeable_now"] is not None]
+    if fmt != "table" or not every:
+        return
+    print("\nflavors against the instances that fit now (placeable_now):")
+    emit(rows, PLACEABLE_COLUMNS, fmt)
+    uncounted = sorted({r["flavor"] for r in every if r["placeable_now"] is None})
+    if uncounted:
+        print(f"not synced GPU flavors, not counted: {', '.join(uncounted)}")
 
 
 def capacity(conf: config.Config, args: argparse.Namespace,

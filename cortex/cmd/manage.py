@@ -160,22 +160,28 @@ def forecast(conf: config.Config, args) -> int:
     Computed now from the decision log's GPU demand and the knowledge
     (:func:`cortex.forecast.run.compute`); ``--store`` also replaces the stored forecasts
     that ``GET /v1/forecasts`` and the metrics serve. Table columns:
-    :data:`FORECAST_COLUMNS` (``skill``: the backtest's skill against seasonal naive);
-    ``-f json|yaml`` prints the documents, with their series when ``--series``.
-    Needs the ``forecast`` extra (statsmodels).
+    :data:`FORECAST_COLUMNS` (``skill``: the backtest's skill against seasonal naive),
+    then each flavor family's flavors against the instances that fit now
+    (:func:`cortex.cmd.capacity.print_placeable`); ``-f json|yaml`` prints the
+    documents, with their series when ``--series``. Needs the ``forecast`` extra
+    (statsmodels).
     """
     require_extra("forecast", "statsmodels")
+    from cortex.cmd.capacity import flavor_supply, print_placeable
     from cortex.forecast.run import compute, settings_from_conf
+    from cortex.services.forecasts import with_placeable
     from cortex.store.demand import ForecastStore, without_series
 
     engine = make_engine(conf.database_url)
     documents = compute(engine, settings_from_conf(conf, args.horizon))
     if args.store:
         ForecastStore(engine).replace(documents)
+    documents = with_placeable(documents, flavor_supply(conf, with_services))
     rows = [without_series(d) | {"skill": (d["backtest"] or {}).get("skill")}
             for d in documents]
     emit(rows, FORECAST_COLUMNS, args.format,
          document=documents if args.series else [without_series(d) for d in documents])
+    print_placeable(documents, args.format)
     return 0
 
 

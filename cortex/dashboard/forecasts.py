@@ -84,8 +84,14 @@ def forecast_chart(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def soonest(document: dict[str, Any]) -> tuple:
-    """Sort key: exhaustion soonest first (never last), then model and zone."""
+    """Sort key: exhaustion soonest first (never last), then model and zone.
+
+    A flavor family's exhaustion is that of its soonest flavor against its placeable
+    supply (``placeable_days_to_exhaustion``).
+    """
     days = document.get("days_to_exhaustion")
+    if document.get("flavor_family") is not None:
+        days = document.get("placeable_days_to_exhaustion")
     early = document.get("days_to_exhaustion_pessimistic")
     return (days is None, days or 0.0, early is None, early or 0.0, document["model"],
             document["availability_zone"] or "")

@@ -29,6 +29,7 @@ from cortex.knowledge.energy import EnergySettings, zone_energy
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.explain import explain
 from cortex.services import forecasts, history
+from cortex.services.capacity import flavor_supply
 from cortex.services.errors import DatabaseUnreachable
 
 STATIC = Path(__file__).parent / "static"
@@ -279,13 +280,18 @@ def gpus_panel():
 
 
 def _forecasts_context() -> dict[str, Any]:
-    """What the foresight page and its panel show for ``model``, ``family``, ``az``, ``refresh``."""
+    """What the foresight page and its panel show for ``model``, ``family``, ``az``, ``refresh``.
+
+    A flavor family's forecast is set against its flavors' placeable supply
+    (:func:`cortex.services.forecasts.with_placeable`).
+    """
     services = current_app.extensions["cortex"]
     model, zone = request.args.get("model", "").strip(), request.args.get("az", "").strip()
     family = request.args.get("family", "").strip()
     refresh = _refresh()
     try:
-        documents = forecasts.stored(services.engine)
+        documents = forecasts.with_placeable(forecasts.stored(services.engine),
+                                             flavor_supply(current_app.extensions))
     except DatabaseUnreachable as exc:
         raise ServiceUnavailable(f"database unreachable: {exc}") from None
     models = sorted({d["model"] for d in documents if not d.get("flavor_family")})

@@ -33,7 +33,8 @@ class DemandStream:
 
     ``trend``: relative growth per day; ``daily``: the day's amplitude (0..1);
     ``weekend``: the weekend's factor; ``peak_hour``: the busiest hour (UTC);
-    ``flavor_family``: requests of ``n`` GPUs come with flavor ``<family>.<n>gpu``.
+    ``flavor_family``: requests of ``n`` GPUs come with flavor ``flavor_name`` formatted
+    with ``family`` and ``gpus`` (default ``<family>.<n>gpu``).
     """
 
     model: str
@@ -47,6 +48,7 @@ class DemandStream:
     sizes: Sequence[int] = (1, 2, 4, 8)
     size_weights: Sequence[float] = (0.4, 0.3, 0.2, 0.1)
     flavor_family: str = "gpu"
+    flavor_name: str = "{family}.{gpus}gpu"
 
     def rate(self, start: datetime, at: datetime) -> float:
         """Expected requests in the hour beginning ``at``."""
@@ -56,9 +58,11 @@ class DemandStream:
         return max(0.0, self.base * (1 + self.trend * day) * daily * weekly)
 
 
-#: Streams of the demo fleet's models (``etc/cortex/demo-fleet.yaml``).
+#: Streams of the demo fleet's models (``etc/cortex/demo-fleet.yaml``); the H100 flavors are
+#: named as its servers' ``g1.2xh100`` is.
 DEMO_STREAMS = (
-    DemandStream("NVIDIA H100 80GB HBM3", "az-1", 0.25, trend=0.012, flavor_family="h1"),
+    DemandStream("NVIDIA H100 80GB HBM3", "az-1", 0.25, trend=0.012, flavor_family="g1",
+                 flavor_name="{family}.{gpus}xh100"),
     DemandStream("NVIDIA A100 80GB PCIe", "az-1", 0.1, trend=0.004, weekend=0.6,
                  flavor_family="a1"),
     DemandStream("NVIDIA L40S", "az-1", 0.08, trend=0.0, daily=0.3, flavor_family="l1"),
@@ -88,7 +92,8 @@ def generate(streams: Sequence[DemandStream], end: datetime, days: float = 90,
                 yield {"decision_id": str(uuid.UUID(int=int(rng.integers(0, 2**63)) << 64
                                                     | hour, version=4)),
                        "created_at": moment, "service": service, "model": stream.model,
-                       "flavor": f"{stream.flavor_family}.{gpus}gpu",
+                       "flavor": stream.flavor_name.format(family=stream.flavor_family,
+                                                           gpus=gpus),
                        "availability_zone": stream.availability_zone, "gpus": gpus,
                        "vgpus": 0, "instances": 1,
                        "outcome": "refused" if refused else "placed",

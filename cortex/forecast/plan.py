@@ -15,8 +15,18 @@ them would be far too pessimistic over two weeks. The pessimistic days are the
 ``(1 - coverage) / 2`` quantile of the paths' exhaustion times (a path that never
 runs out counts as never).
 
-Flavor families (``g5`` of ``g5.2xlarge``) get forecasts of their demand alone: a
-family has no supply of its own.
+Flavor families (``g5`` of ``g5.2xlarge``) get forecasts of their demand: a family has
+no GPUs of its own, but each of its flavors has a placeable supply, the instances of
+it that still fit (``placeable_now``, :mod:`cortex.services.capacity`: placed one after
+the other through the flavor's pipeline, so 28 free GPUs spread over boards count as
+the 8-GPU instances they really hold). :func:`against_placeable` turns a family's
+forecast into days to exhaustion per flavor: the family's forecast GPUs per hour, split
+by each flavor's share of the family's GPUs asked over the last week, in instances
+(the flavor's GPUs per instance), less the instances leaving at the pace the flavor
+placed them over that week (the steady state of the Little's-law projection above:
+GPUs leave as fast as they were placed); the flavor runs out when what is left of that
+growth fills its ``placeable_now``. It is computed where the placeable counts are, from
+the family documents' ``flavors`` (:func:`forecast_documents`), with no second fit.
 
 Each (model, zone) that has supply or demand gets a forecast, and each model one over
 all zones (``availability_zone`` None: demand that named no zone counts there, with
@@ -26,8 +36,8 @@ requests is out of GPUs already.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -157,7 +167,10 @@ def forecast_documents(rows: Sequence[HourlyDemand],
     unknown, not zero). ``flavor_rows``: the same per flavor name (``by="flavor"``); each
     flavor family (:func:`flavor_family` with ``settings.family_separators``) then gets
     documents of its own after the models', of demand alone (``flavor_family`` set,
-    ``model`` ``any``, supply, GPUs in use and days to exhaustion None).
+    ``model`` ``any``, supply, GPUs in use and days to exhaustion None), each with
+    ``flavors``: ``[{"flavor", "asked_gpus_per_day", "placed_gpus_per_day"}]``, the
+    family's flavors asked in that zone over the last week, by name (what
+    :func:`against_placeable` splits the family's forecast by).
 
     A document: ``computed_at``, ``model``, ``flavor_family`` (None for a model),
     ``availability_zone``, ``horizon_hours``, ``supply_gpus``, ``used_gpus``,
@@ -187,11 +200,88 @@ def forecast_documents(rows: Sequence[HourlyDemand],
     families = demand_series([replace(r, model=flavor_family(r.model,
                                                              settings.family_separators))
                               for r in flavor_rows], since, hours)
+    by_flavor = demand_series(flavor_rows, since, hours)
     for (family, zone), (asked, placed) in sorted(families.items(),
                                                   key=lambda i: (i[0][0], i[0][1] or "")):
-        documents.append(_document((ANY_MODEL, zone), asked, placed, None, *window,
-                                   family=family, fits=fits))
+        document = _document((ANY_MODEL, zone), asked, placed, None, *window,
+                             family=family, fits=fits)
+        document["flavors"] = [
+            {"flavor": name,
+             "asked_gpus_per_day": round(float(f_asked[-model.WEEK:].mean()) * 24, 3),
+             "placed_gpus_per_day": round(float(f_placed[-model.WEEK:].mean()) * 24, 3)}
+            for (name, where), (f_asked, f_placed) in sorted(
+                by_flavor.items(), key=lambda i: (i[0][0], i[0][1] or ""))
+            if where == zone and len(f_asked)
+            and flavor_family(name, settings.family_separators) == family]
+        documents.append(document)
     return documents
+
+
+@dataclass(frozen=True)
+class FlavorSupply:
+    """What each GPU flavor can still place: the input of :func:`against_placeable`.
+
+    ``gpus``: whole GPUs an instance of each flavor is passed through (a flavor asking
+    none, such as a vGPU one, is left out); ``placeable``: ``{(flavor, zone):
+    instances}`` that fit now (``cortex_flavor_placeable_instances{state="now"}``).
+    """
+
+    gpus: Mapping[str, int] = field(default_factory=dict)
+    placeable: Mapping[tuple[str, str], int] = field(default_factory=dict)
+
+    def now(self, flavor: str, zone: str | None) -> int | None:
+        """Instances of ``flavor`` that fit in ``zone`` (None: summed over every zone).
+
+        None when the flavor was not counted there (not a synced GPU flavor).
+        """
+        if zone is not None:
+            return self.placeable.get((flavor, zone))
+        found = [n for (name, _), n in self.placeable.items() if name == flavor]
+        return sum(found) if found else None
+
+
+def against_placeable(document: Mapping[str, Any], supply: FlavorSupply) -> dict[str, Any]:
+    """A flavor family's forecast document with its flavors' days to exhaustion added.
+
+    ``document``: a family's document with its ``points`` and ``flavors``
+    (:func:`forecast_documents`); a model's is answered unchanged (a copy). Adds
+    ``placeable``: ``[{"flavor", "gpus", "placeable_now", "instances_per_day",
+    "days_to_exhaustion"}]`` for each of its flavors (``gpus``, ``placeable_now`` and
+    the rest None for a flavor ``supply`` does not count: not a synced GPU flavor), and
+    ``placeable_days_to_exhaustion`` and ``placeable_flavor``: the soonest of them and
+    its flavor (None when none runs out within the horizon). ``instances_per_day``:
+    the flavor's forecast arrivals, the horizon's mean. Days: the module docstring;
+    0 when nothing fits now, None when not within the horizon.
+    """
+    if document.get("flavor_family") is None:
+        return dict(document)
+    flavors = document.get("flavors") or []
+    asked = sum(f["asked_gpus_per_day"] for f in flavors)
+    gpus_ahead = np.array([p["gpus"] for p in document.get("points") or []], dtype=float)
+    zone = document["availability_zone"]
+    placeable: list[dict[str, Any]] = []
+    soonest: tuple[float, str] | None = None
+    for entry in flavors:
+        name, per = entry["flavor"], supply.gpus.get(entry["flavor"])
+        now = supply.now(name, zone) if per else None
+        found: dict[str, Any] = {"flavor": name, "gpus": per, "placeable_now": now,
+                                 "instances_per_day": None, "days_to_exhaustion": None}
+        if per and now is not None:
+            share = entry["asked_gpus_per_day"] / asked if asked else 0.0
+            arriving = gpus_ahead * share / per
+            leaving = entry["placed_gpus_per_day"] / 24 / per
+            grown = np.cumsum(arriving - leaving)
+            days = _days(float(exhaustion_hours(0, now, grown[None, :])[0])) \
+                if len(grown) else None
+            found |= {"instances_per_day": round(float(arriving.mean()) * 24, 3)
+                      if len(arriving) else 0.0, "days_to_exhaustion": days}
+            if days is not None and (soonest is None or days < soonest[0]):
+                soonest = (days, name)
+        placeable.append(found)
+    return dict(document) | {
+        "placeable": placeable,
+        "placeable_days_to_exhaustion": soonest[0] if soonest else None,
+        "placeable_flavor": soonest[1] if soonest else None}
 
 
 def _document(key: tuple[str, str | None], asked: np.ndarray, placed: np.ndarray,

@@ -7,7 +7,9 @@ hosts that would take them. :class:`FlavorCapacity` keeps
 ``cortex_flavor_placeable_instances{flavor,availability_zone,state}`` for every synced
 Nova flavor that asks for GPUs, computed in a thread of its own once per knowledge
 version (at most every :data:`MIN_INTERVAL` seconds), never while a scrape or a
-request waits.
+request waits; its last counts are also the placeable supply the flavor families'
+forecasts are set against (:meth:`FlavorCapacity.supply`,
+:func:`cortex.forecast.plan.against_placeable`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from sqlalchemy import select
 
 from cortex.db import guard, models
+from cortex.forecast.plan import FlavorSupply
 from cortex.knowledge.view import KnowledgeView
 from cortex.scheduler.service import NO_BUDGET_WAIT, SchedulerService
 from cortex.simulator.capacity import (
@@ -36,8 +39,8 @@ from cortex.simulator.capacity import (
     flavor_shape,
 )
 
-__all__ = ["MAX_LIMIT", "FlavorCapacity", "FlavorUnknown", "Shape", "ShapeInvalid",
-           "flavor", "gpu_flavors", "placeable"]
+__all__ = ["FLAVOR_CAPACITY", "MAX_LIMIT", "FlavorCapacity", "FlavorUnknown", "Shape",
+           "ShapeInvalid", "flavor", "flavor_supply", "gpu_flavors", "placeable"]
 
 LOG = logging.getLogger(__name__)
 
@@ -146,6 +149,18 @@ def gpu_flavors(bind: Any) -> list[Shape]:
 
 #: Seconds between two computations of the flavor gauges at least, whatever the versions.
 MIN_INTERVAL = 300.0
+#: The key of an app's :class:`FlavorCapacity` in its ``extensions``.
+FLAVOR_CAPACITY = "cortex.flavor_capacity"
+
+
+def flavor_supply(extensions: Mapping[str, Any]) -> FlavorSupply | None:
+    """The placeable supply of the GPU flavors (:meth:`FlavorCapacity.supply`) of an app.
+
+    ``extensions``: the app's ``extensions``. None when the counts are not computed yet
+    (the call wakes their thread) or the app keeps none.
+    """
+    flavors = extensions.get(FLAVOR_CAPACITY)
+    return flavors.supply() if flavors is not None else None
 
 
 class FlavorCapacity:
@@ -170,6 +185,7 @@ class FlavorCapacity:
         self._min_interval = min_interval
         self._computed_at: float | None = None
         self._computed: tuple[int | None, list[tuple[str, str, str, int]]] = (None, [])
+        self._gpus: dict[str, int] = {}
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -187,7 +203,8 @@ class FlavorCapacity:
         zones = sorted({s.availability_zone for s in view.hosts.values()
                         if s.availability_zone is not None})
         samples = []
-        for shape in self._flavors():
+        shapes = self._flavors()
+        for shape in shapes:
             for zone in zones:
                 try:
                     found = placeable(self._scheduler, shape, zone, now, self._limit,
@@ -198,9 +215,32 @@ class FlavorCapacity:
                     continue
                 samples.append((shape.flavor or "", zone, "now", found["placeable_now"]))
                 samples.append((shape.flavor or "", zone, "empty", found["placeable_empty"]))
+        self._gpus = {s.flavor: s.gpus for s in shapes if s.flavor and s.gpus}
         self._computed = (view.version, samples)
         self._computed_at = time.monotonic()
         return True
+
+    def supply(self) -> FlavorSupply | None:
+        """The last counts as the flavors' placeable supply; None before the first.
+
+        ``FlavorSupply.placeable`` holds the ``now`` counts by (flavor, zone),
+        ``FlavorSupply.gpus`` the whole GPUs of each flavor that passes any through.
+        Never computes: it wakes the thread as a scrape does (:meth:`collect`).
+        """
+        self._wake_if_due()
+        if self._computed[0] is None:
+            return None
+        return FlavorSupply(dict(self._gpus), {(name, zone): value for name, zone, state, value
+                                               in self._computed[1] if state == "now"})
+
+    def _wake_if_due(self) -> None:
+        """Wake the computing thread when the knowledge version moved and it is due."""
+        current = getattr(self._scheduler.knowledge, "current", None)
+        due = self._computed_at is None or (
+            time.monotonic() - self._computed_at >= self._min_interval)
+        if due and (current is None or current.version != self._computed[0]):
+            self.start()
+            self._wake.set()
 
     def start(self) -> None:
         """Start the computing thread (a daemon), once."""
@@ -226,12 +266,7 @@ class FlavorCapacity:
 
     def collect(self) -> Iterator[Metric]:
         """The last computed numbers; wakes the thread when the knowledge version moved."""
-        current = getattr(self._scheduler.knowledge, "current", None)
-        due = self._computed_at is None or (
-            time.monotonic() - self._computed_at >= self._min_interval)
-        if due and (current is None or current.version != self._computed[0]):
-            self.start()
-            self._wake.set()
+        self._wake_if_due()
         family = GaugeMetricFamily(
             "cortex_flavor_placeable_instances",
             "Instances of a GPU flavor that fit in a zone, placed one after the other "
