@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cortex.knowledge.view import KnowledgeView
+from cortex.pipeline import memo
 from cortex.pipeline.config import PipelineSet
 from cortex.request.nova import NovaRequest
 from cortex.rules.gpu_locality import candidate_mask
@@ -44,6 +46,7 @@ from cortex.scheduler.service import (
 from cortex.simulator.boards import VENDOR_NVIDIA
 from cortex.simulator.cloud import DEVICE_ORDERS, SimCloud
 from cortex.simulator.fleet import Fleet, SimulationError
+from cortex.simulator.policies import POLICIES, PolicyOrder, Workload, with_policies
 from cortex.simulator.trace import TraceRequest
 
 #: The simulated calls: hosts the cloud does not know are dropped, no time budget, no
@@ -235,6 +238,57 @@ def request_body(request: TraceRequest, hosts: list[dict[str, str]],
             "context": {"request_id": f"req-{request.id}", "project_id": "simulator"}}
 
 
+#: Steps whose answers read facts learned from the whole view, not only the host's state
+#: (the energy weigher's per-model idle and busy draws): the fast replay asks them again
+#: about every host after any change.
+FLEET_LEARNED_STEPS = frozenset({"weigher_gpu_energy"})
+
+
+class CarriedAnswers:
+    """The cloud's views with the steps' per-host answers carried over (the fast replay).
+
+    A slow replay hands the scheduler a new synced view after every claim and release, as
+    a worker would after a knowledge reload; the pipeline keeps its steps' answers per
+    host and request shape with that view (:mod:`cortex.pipeline.memo`), so every step
+    judges every host again after each event. Here each new view is still a new synced
+    view of every host (facts built per view, as the capacity tables, are built anew),
+    but it takes over the previous view's answer store and host index, with the answers
+    of the hosts whose state changed since then forgotten (and every answer of the steps
+    of :data:`FLEET_LEARNED_STEPS`): a step asks again only about hosts whose state
+    changed since it last judged them under the same request shape. The decisions are
+    the slow replay's (``tests/unit/test_simulator_fast.py`` checks it on a sample).
+    One chain of views per request kind (:data:`cortex.simulator.cloud.KINDS`).
+    """
+
+    def __init__(self, cloud: SimCloud, limit: int = SETTINGS.step_memo_size) -> None:
+        self.cloud = cloud
+        self.limit = limit
+        self._last: dict[str, KnowledgeView] = {}
+
+    def view(self) -> KnowledgeView:
+        """The cloud's view now, holding the answers still valid from the last one."""
+        current = self.cloud.view()
+        kind = self.cloud.kind if self.cloud.flexible else "pci"
+        previous = self._last.get(kind)
+        self._last[kind] = current
+        if previous is None or previous is current:
+            return current
+        store = memo.store_of(previous, self.limit)
+        index = memo.host_index(previous, "nova")
+        states = previous.hosts
+        changed = [index.positions[name] for name, state in current.hosts.items()
+                   if state is not states[name]]
+        for table in list(store._tables.values()):  # noqa: SLF001 - no public walk
+            if table.key[0][0] in FLEET_LEARNED_STEPS:
+                table.codes[:] = memo.UNKNOWN
+            elif changed:
+                table.codes[changed] = memo.UNKNOWN
+            table.reserved.clear()
+        current.derived(("step-answers", self.limit), lambda _: store)
+        current.derived(("host-index", "nova"), lambda _: index)
+        return current
+
+
 #: The order the simulated Nova offers its hosts in. ``fleet``: the fleet's, as Nova's
 #: host manager lists compute nodes (by database id: the order they registered) and, with
 #: its defaults (``[filter_scheduler] shuffle_best_same_weighed_hosts = False``,
@@ -251,7 +305,7 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
            on_event: Callable[[str, TraceRequest, SimCloud], None] | None = None,
            device_order: str = "pci", seed: int = 0,
            request_sizes: Mapping[int, int] | None = None,
-           candidate_order: str = "fleet") -> RunResult:
+           candidate_order: str = "fleet", fast: bool = False) -> RunResult:
     """Replay ``trace`` on a fresh copy of ``fleet`` through ``pipeline``.
 
     ``max_rejections`` stops the replay after that many rejected requests (a filled
@@ -260,7 +314,10 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
     the simulated trackers' device order (:data:`cortex.simulator.cloud.DEVICE_ORDERS`);
     ``request_sizes``: the recorded creates' sizes the views carry (:class:`SimCloud`).
     ``candidate_order``: the order the hosts are offered in (:data:`CANDIDATE_ORDERS`),
-    which decides the ties. Raises SimulationError for an unknown pipeline or order.
+    which decides the ties. ``pipeline`` may also name a policy of
+    :mod:`cortex.simulator.policies` (``fgd``, ``best-fit``), the trace its workload.
+    ``fast``: reuse the steps' per-host answers between events (:class:`CarriedAnswers`).
+    Raises SimulationError for an unknown pipeline or order.
     """
     if candidate_order not in CANDIDATE_ORDERS:
         raise SimulationError(f"unknown candidate order {candidate_order!r} (known: "
@@ -268,21 +325,30 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
     if device_order not in DEVICE_ORDERS:
         raise SimulationError(f"unknown device order {device_order!r} (known: "
                               f"{', '.join(DEVICE_ORDERS)})")
+    policy = None
+    if pipeline in POLICIES:
+        pipelines = with_policies(pipelines, [pipeline])
     if pipeline not in pipelines.pipelines:
         raise SimulationError(f"unknown pipeline {pipeline!r} (known: "
                               f"{', '.join(sorted(pipelines.pipelines))})")
     started = time.perf_counter()
     cloud = SimCloud(fleet, pack_numa_cells, device_order, seed, request_sizes)
-    service = SchedulerService(pipelines, cloud, SETTINGS)
+    if pipeline in POLICIES:
+        slots = next((h.vgpu_slots for h in cloud.hosts.values() if h.vgpu_slots), 1)
+        policy = PolicyOrder(pipeline, Workload.of(trace, slots))
+    source: SimCloud | CarriedAnswers = CarriedAnswers(cloud) if fast else cloud
+    service = SchedulerService(pipelines, source, SETTINGS)
     hosts = [{"host": h.name, "hypervisor_hostname": h.name} for h in fleet.hosts]
     weights = dict.fromkeys(cloud.hosts, 0.0)
     result = RunResult(pipeline, fleet.name, fleet.gpus, passthrough_gpus=sum(
         host.passthrough_gpus() for host in cloud.hosts.values()))
-    rejected, where = 0, {}
+    rejected, where, tally = 0, {}, Tally(cloud)
     for kind, index, request in _events(trace):
         if kind == "departure":
             if request.id in where:
-                cloud.hosts[where.pop(request.id)].release(request.id)
+                name = where.pop(request.id)
+                cloud.hosts[name].release(request.id)
+                tally.update(cloud, name)
             if on_event:
                 on_event(kind, request, cloud)
             continue
@@ -293,9 +359,9 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
             offered = [h for h in offered if cloud.hosts[h["host"]].vgpu_room(request.vgpus)]
             offered_weights = {h["host"]: 0.0 for h in offered}
         cloud.kind = "vgpu" if request.vgpus else "pci"
-        decision = _decide(cloud, service, index, request,
+        decision = _decide(cloud, source, service, index, request,
                            request_body(request, offered, offered_weights, pipeline),
-                           max_attempts)
+                           max_attempts, tally, policy)
         result.decisions.append(decision)
         if decision.host:
             where[request.id] = decision.host
@@ -320,10 +386,14 @@ def _events(trace: Sequence[TraceRequest]) -> list[tuple[str, int, TraceRequest]
     return [(kind, index, request) for _, _, index, kind, request in events]
 
 
-def _decide(cloud: SimCloud, service: SchedulerService, index: int,
-            trace_request: TraceRequest, body: dict[str, Any], max_attempts: int) -> Decision:
-    """Decide one arrival and claim it on the first host that takes it."""
-    view = cloud.view()
+def _decide(cloud: SimCloud, source: SimCloud | CarriedAnswers, service: SchedulerService,
+            index: int, trace_request: TraceRequest, body: dict[str, Any],
+            max_attempts: int, tally: Tally, policy: PolicyOrder | None = None) -> Decision:
+    """Decide one arrival and claim it on the first host that takes it.
+
+    ``policy``: orders the hosts that passed the filters instead of the weighers.
+    """
+    view = source.view()
     started = time.perf_counter()
     request = NovaRequest.from_body(body)
     try:
@@ -333,7 +403,10 @@ def _decide(cloud: SimCloud, service: SchedulerService, index: int,
     elapsed = (time.perf_counter() - started) * 1000
     host, reason, devices, cells, attempts = None, "no valid host", (), None, 0
     mispredicted = None
-    for name in decided.result[:max_attempts]:
+    ranked = list(decided.result)
+    if policy is not None:
+        ranked = policy.order(ranked, cloud.hosts, trace_request)
+    for name in ranked[:max_attempts]:
         attempts += 1
         allocation = cloud.hosts[name].claim(trace_request.id, request)
         if allocation is not None:
@@ -350,14 +423,37 @@ def _decide(cloud: SimCloud, service: SchedulerService, index: int,
             possible = _nvlink_possible(view, decided.result, request, trace_request.gpus)
         if cells is not None:
             local = all(gpus.nodes[gpus.index[a]] in cells for a in devices)
-    counts = cloud.free_gpu_counts().values()
+    counts = tally.update(cloud, host)
     demand = float(trace_request.gpus)
     if cloud.flexible and trace_request.vgpus:
         demand += trace_request.vgpus / cloud.vgpu_slots
     return Decision(index, trace_request.id, trace_request.gpus, trace_request.vgpus, host,
                     reason, tuple(devices), nvlink, possible, local, elapsed, attempts,
-                    stranded(counts, 4), stranded(counts, 8), cloud.unallocated_gpus(),
+                    stranded(counts, 4), stranded(counts, 8), tally.unallocated,
                     mispredicted if trace_request.gpus else None, demand)
+
+
+class Tally:
+    """Per host its ``(free, all)`` passthrough GPUs and Weng et al.'s unallocated GPUs.
+
+    Kept up to date host by host (:meth:`update` after a host changed), so measuring the
+    fleet after an event costs no walk over every host's GPUs.
+    """
+
+    def __init__(self, cloud: SimCloud) -> None:
+        self.counts = {name: (host.free_gpus(), host.passthrough_gpus())
+                       for name, host in cloud.hosts.items()}
+        self.free = {name: host.unallocated_gpus() for name, host in cloud.hosts.items()}
+        self.unallocated = sum(self.free.values())
+
+    def update(self, cloud: SimCloud, name: str | None) -> Iterable[tuple[int, int]]:
+        """Measure host ``name`` again (None: none changed); the per-host counts."""
+        if name is not None:
+            host = cloud.hosts[name]
+            self.counts[name] = (host.free_gpus(), host.passthrough_gpus())
+            self.free[name] = host.unallocated_gpus()
+            self.unallocated = sum(self.free.values())
+        return self.counts.values()
 
 
 def stranded(counts: Iterable[tuple[int, int]], k: int) -> int:
