@@ -3,9 +3,10 @@
 Every Nova call lays the unexpired reservations over the knowledge view. Reading them
 from PostgreSQL on every call costs a round trip and the conversion of every row,
 however few changed. A :class:`ReservationFeed` holds them in memory instead: one
-thread per process ``LISTEN``s on ``cortex_reservations``, where migration 0007's
-trigger announces every row written or deleted, whoever writes it (a promise of any
-worker, ``cortex-manage reservations prune``, an operator's SQL), with the row itself.
+thread per process ``LISTEN``s on ``cortex_reservations``, where every row written or
+deleted is announced with the row itself, whoever writes it: a promise of any worker by
+its own function, anything else (``cortex-manage reservations prune``, an operator's SQL)
+by the table's statement-level triggers (migration 0022).
 The thread loads the table once, then applies the announced changes in commit order;
 it loads the table again only when asked to (``TRUNCATE``, a row too large to
 announce). The worker's own promises go into its copy at once.
@@ -42,7 +43,7 @@ from cortex.knowledge.reservations import Reservation
 
 LOG = logging.getLogger(__name__)
 
-#: The channel migration 0007's trigger notifies, and the trigger's name.
+#: The channel the table's changes are announced on, and its insert trigger's name.
 CHANNEL = "cortex_reservations"
 TRIGGER = "inflight_reservations_notify"
 #: How the listening connection shows in ``pg_stat_activity``.
