@@ -17,18 +17,20 @@ $CORTEX_BENCH_DATABASE_URL or 127.0.0.1:5432, else SQLite), dropped at exit.
 For each size and worker count it serves Cortex and the floor (bench/floor_app.py: parse
 with orjson, sort by weight, answer) with the shipped gunicorn settings and posts each
 body naming all N hosts as real traffic (:class:`Traffic`): every call a new instance,
-every tenth a live migration of an instance already running (its create's reservation
-expired, its row still there, so the promise rewrites that row). p50 and p99 of
-sequential calls, then requests/s with 8 concurrent clients for 3 s (each part starting
-with no decision record left to write, the throughput counting the time to write the
-part's own), the ratios to the floor, the p50 and requests/s of the promised floor (the
-floor that also promises its first host with Cortex's one-statement promise, in a
-database of its own: what any scheduler keeping its promises in PostgreSQL pays), the
-size of Cortex's answer (hosts and bytes, median), and Cortex's promises over the body's
-calls: ``made`` (rows written, read from the database), ``refused`` (hosts a promise
-found changed and dropped) and ``skipped`` (answers sent unpromised: the store failed),
-both from ``/metrics``. An answer of ``[]`` means the steps meant to be measured did not
-run, and stops the run.
+every tenth a move of an instance already running, a live migration and a cold
+migration in turn (its create's reservation expired, its row still there, so the
+promise rewrites that row). p50 and p99 of sequential calls, Cortex's and the two
+floors' taken in turn (:func:`measure`), then requests/s with 8 concurrent clients for
+3 s each (each part starting with no decision record left to write, the throughput
+counting the time to write the part's own), the ratios to the floor, the p50 and
+requests/s of the promised floor (the floor that also promises its first host with
+Cortex's one-statement promise, in a database of its own: what any scheduler keeping
+its promises in PostgreSQL pays), the size of Cortex's answer (hosts and bytes,
+median), and Cortex's calls of the body (``calls``, of them ``moves``) and promises:
+``made`` (rows written, read from the database), ``refused`` (hosts a promise found
+changed and dropped) and ``skipped`` (answers sent unpromised: the store failed), both
+from ``/metrics``. An answer of ``[]`` means the steps meant to be measured did not run,
+and stops the run.
 ``--scrape-every S``: while Cortex's calls are timed, a Prometheus-like client
 scrapes its ``/metrics`` every S seconds (0: never); the row then says how many scrapes
 ran and their mean time.
@@ -67,7 +69,6 @@ import tracemalloc
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import func, insert, select, text
 
@@ -179,7 +180,8 @@ def serve(app: str, workers: int, env: dict) -> tuple[subprocess.Popen, int]:
 #: the concurrent part makes up to ~400 creates a second: a longer life fills the fleet
 #: and answers ``[]``. A cloud's many live promises are ``--inflight``.
 PROMISE_SECONDS = 0.5
-#: Every MOVE_EVERY-th call of :class:`Traffic` is a live migration.
+#: Every MOVE_EVERY-th call of :class:`Traffic` is a move: a live migration and a cold
+#: migration (a resize to the same flavor) in turn.
 MOVE_EVERY = 10
 #: Instances running before the run, each with its create's reservation expired but not
 #: pruned: the instances the moves move (``database``), one after another.
@@ -188,33 +190,46 @@ _RUNNING_UUID = "00000000-0000-4000-c000-{:012d}"
 _MOVED = itertools.count()
 
 
+def moved(body: dict, intent: str) -> dict:
+    """``body`` as Nova sends it to move its instance: ``live_migrate`` (``live: true``)
+    or ``resize`` (``resize: true``, a cold migration when the flavor stays), the intent
+    in the ``_nova_check_type`` hint as Nova's conductor writes it (the bundled
+    ``cpu-live-migrate.json`` and ``cpu-resize.json``)."""
+    body = copy.deepcopy(body)
+    data = body["spec"]["nova_object.data"]
+    data["scheduler_hints"] = dict(data.get("scheduler_hints") or {},
+                                   _nova_check_type=[intent])
+    body["live"], body["resize"] = intent == "live_migrate", intent == "resize"
+    return body
+
+
 class Traffic:
     """Nova calls of one body as a cloud sends them: every call a new instance (a create,
-    whose promise inserts a row), every :data:`MOVE_EVERY`-th a live migration of one of
-    the :data:`RUNNING` instances (``_nova_check_type: live_migrate``, ``live: true``),
-    whose promise rewrites that instance's row. ``next()`` is safe from several threads.
+    whose promise inserts a row), every :data:`MOVE_EVERY`-th a move of one of the
+    :data:`RUNNING` instances, a live migration and a cold migration in turn
+    (:func:`moved`), whose promise rewrites that instance's row. ``next()`` is safe from
+    several threads; ``moves`` counts the moves handed out.
     """
 
     def __init__(self, payload: bytes) -> None:
         body = json.loads(payload)
         self.own = body["spec"]["nova_object.data"]["instance_uuid"].encode()
-        moved = copy.deepcopy(body)
-        data = moved["spec"]["nova_object.data"]
-        data["scheduler_hints"] = dict(data.get("scheduler_hints") or {},
-                                       _nova_check_type=["live_migrate"])
-        moved["live"] = True
-        self.create, self.move = payload, json.dumps(moved).encode()
+        self.create = payload
+        self.moving = [json.dumps(moved(body, intent)).encode()
+                       for intent in ("live_migrate", "resize")]
         self._calls = itertools.count(1)
         self.moves = 0
 
     def next(self) -> bytes:
         """The next call's body (a new bytes object; the uuid swap costs ~20 us at 1,000
         hosts, outside the timed part of sequential calls)."""
-        if next(self._calls) % MOVE_EVERY:
+        call = next(self._calls)
+        if call % MOVE_EVERY:
             return self.create.replace(self.own, str(uuid.uuid4()).encode())
         self.moves += 1
         running = next(_MOVED) % RUNNING  # across bodies and servers: each moved once
-        return self.move.replace(self.own, _RUNNING_UUID.format(running).encode())
+        move = self.moving[(call // MOVE_EVERY) % len(self.moving)]
+        return move.replace(self.own, _RUNNING_UUID.format(running).encode())
 
 
 def call(connection: http.client.HTTPConnection, payload: bytes) -> tuple[float, int, int]:
@@ -320,79 +335,118 @@ class Scraper:
             self._thread.join()
 
 
-def measure(port: int, traffic: Traffic, requests: int, scrape_every: float = 0.0,
-            url: str | None = None) -> tuple[float, float, float, int, int]:
-    """(p50 ms, p99 ms, requests/s with 8 concurrent clients, hosts answered, answer
-    bytes), every call the next of ``traffic``.
+class Target:
+    """One server of a row: its ``name``, ``port``, :class:`Traffic`, and ``url`` (its
+    database, Cortex's only: its promises are counted there). :func:`measure` fills
+    the rest."""
 
-    Requests/s counts answered calls only; those that were not (a 503 when the time
-    budget ran out under the load) are left in ``MEASURED["failed"]``. With ``url``
-    (Cortex's database), ``MEASURED["promises"]`` is (calls, made, refused, skipped)
-    over every call of this measure, warm-up included. ``MEASURED["empty"]``: timed
-    sequential calls answered ``[]`` (the fleet full of promises); a warm-up call
-    answered ``[]`` stops the run.
+    def __init__(self, name: str, port: int, traffic: Traffic, url: str | None = None
+                 ) -> None:
+        self.name, self.port, self.traffic, self.url = name, port, traffic, url
+        self.answers: list[tuple[int, int]] = []  # (hosts, bytes) of each sequential call
+        self.samples: list[float] = []  # seconds of each timed sequential call
+        self.rate, self.loaded, self.failed = 0.0, 0, 0  # the concurrent part
+        self.scrapes: list[float] = []
+        self.promises: tuple[int, int, float, float] = (0, 0, 0.0, 0.0)
+
+    def result(self) -> tuple[float, float, float, int, int]:
+        """(p50 ms, p99 ms, requests/s, hosts answered, answer bytes), medians."""
+        samples = sorted(self.samples)
+        return (statistics.median(samples) * 1000, samples[int(len(samples) * 0.99)] * 1000,
+                self.rate, statistics.median_low(h for h, _ in self.answers),
+                statistics.median_low(b for _, b in self.answers))
+
+    @property
+    def empty(self) -> int:
+        """Timed sequential calls answered ``[]`` (the fleet full of promises)."""
+        return sum(1 for h, _ in self.answers[10:] if not h)
+
+
+def measure(targets: list[Target], requests: int, scrape_every: float = 0.0) -> None:
+    """Time every target on its own traffic of one body, interleaved; results on them.
+
+    Ten warm-up calls each, then ``requests`` sequential calls per target taken in
+    turn (call i goes to every target, the order rotated from one call to the next), so
+    that whatever else the machine runs meanwhile weighs on all alike; then requests/s
+    with 8 concurrent clients for 3 s, one target after another. Requests/s counts
+    answered calls only; those that were not (a 503 when the time budget ran out under
+    the load) are left in ``failed``. For a target with a ``url`` (Cortex),
+    ``promises`` is (calls, made, refused, skipped) over every call of this measure,
+    warm-up included, and its ``/metrics`` is scraped every ``scrape_every`` s (0:
+    never) while its calls are timed. A warm-up call answered ``[]`` stops the run.
 
     Each part starts once the decision records of the calls before it are written
     (the writer shares the worker's interpreter), and the throughput counts the time
     the writer then needs to catch up: what the server sustains, not a burst that
     leaves a backlog.
     """
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    since, before = datetime.now(UTC), promise_counts(port) if url else (0.0, 0.0)
-    answers = []
-    for _ in range(10):
-        answers.append(call(connection, traffic.next())[1:])
-    drain(port)
-    payloads = [traffic.next() for _ in range(requests)]  # made before the clock runs
-    scraper = Scraper(port, scrape_every)
-    samples = []
-    with scraper:
-        for payload in payloads:
-            elapsed, hosts, size = call(connection, payload)
-            samples.append(elapsed)
-            answers.append((hosts, size))
-    samples.sort()
-    p50, p99 = statistics.median(samples) * 1000, samples[int(len(samples) * 0.99)] * 1000
+    connections, since, before = {}, {}, {}
+    for target in targets:
+        since[target.name] = datetime.now(UTC)
+        before[target.name] = promise_counts(target.port) if target.url else (0.0, 0.0)
+        connections[target.name] = http.client.HTTPConnection("127.0.0.1", target.port,
+                                                              timeout=30)
+        target.answers = [call(connections[target.name], target.traffic.next())[1:]
+                          for _ in range(10)]
+        if not all(h for h, _ in target.answers):
+            raise SystemExit("a warm-up call answered []: the steps meant to be timed "
+                             "did not run")
+    for target in targets:
+        drain(target.port)
+    payloads = {t.name: [t.traffic.next() for _ in range(requests)]  # before the clock
+                for t in targets}
+    scrapers = [Scraper(t.port, scrape_every if t.url else 0.0) for t in targets]
+    for scraper in scrapers:
+        scraper.__enter__()
+    try:
+        for i in range(requests):
+            for k in range(len(targets)):
+                target = targets[(i + k) % len(targets)]
+                elapsed, hosts, size = call(connections[target.name],
+                                            payloads[target.name][i])
+                target.samples.append(elapsed)
+                target.answers.append((hosts, size))
+    finally:
+        for scraper in scrapers:
+            scraper.__exit__()
+    for target, scraper in zip(targets, scrapers, strict=True):
+        target.scrapes = scraper.durations
+        _throughput(target, scrape_every if target.url else 0.0)
+        if target.url:
+            after = promise_counts(target.port)
+            target.promises = (len(target.answers) + target.loaded + target.failed,
+                               made_since(target.url, since[target.name]),
+                               after[0] - before[target.name][0],
+                               after[1] - before[target.name][1])
+
+
+def _throughput(target: Target, scrape_every: float) -> None:
+    """Requests/s of ``target`` with 8 concurrent clients for 3 s, into its ``rate``,
+    ``loaded`` (calls answered) and ``failed``."""
     done, failed = [0], [0]
 
     def client():
-        own = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        own = http.client.HTTPConnection("127.0.0.1", target.port, timeout=30)
         stop = time.perf_counter() + 3.0
         while time.perf_counter() < stop:
             try:
-                call(own, traffic.next())
+                call(own, target.traffic.next())
                 done[0] += 1
             except RuntimeError:  # a 503 (the time budget ran out): counted, not answered
                 failed[0] += 1
 
-    drain(port)
+    drain(target.port)
     threads = [threading.Thread(target=client) for _ in range(8)]
     started = time.perf_counter()
-    with Scraper(port, scrape_every) as loaded:
+    with Scraper(target.port, scrape_every) as loaded:
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-    drain(port)
-    rate = done[0] / (time.perf_counter() - started)
-    calls = len(answers) + done[0] + failed[0]
-    MEASURED["failed"] = failed[0]
-    MEASURED["scrapes"] = scraper.durations + loaded.durations
-    if url:
-        after = promise_counts(port)
-        MEASURED["promises"] = (calls, made_since(url, since), after[0] - before[0],
-                                after[1] - before[1])
-    MEASURED["empty"] = sum(1 for h, _ in answers if not h)
-    if not all(h for h, _ in answers[:10]):
-        raise SystemExit("a warm-up call answered []: the steps meant to be timed did not run")
-    return (p50, p99, rate, statistics.median_low(h for h, _ in answers),
-            statistics.median_low(b for _, b in answers))
-
-
-#: What the last measure saw besides its answers: ``failed``, calls not answered 200;
-#: ``scrapes``, seconds each concurrent scrape took; ``promises``, Cortex's (calls,
-#: made, refused, skipped).
-MEASURED: dict[str, Any] = {"failed": 0, "scrapes": [], "promises": (0, 0, 0, 0)}
+    drain(target.port)
+    target.rate = done[0] / (time.perf_counter() - started)
+    target.loaded, target.failed = done[0], failed[0]
+    target.scrapes = target.scrapes + loaded.durations
 
 
 def _drop(admin, name: str) -> None:
@@ -588,7 +642,7 @@ def latency_table(workload: Workload, sizes: list[int], workers: list[int], args
     print(f"{'hosts':>6} {'body':15} {'wk':>2} {'answer':>6} {'bytes':>6} {'p50 ms':>8} "
           f"{'p99 ms':>8} {'req/s':>7} {'floor p50':>9} {'floor p99':>9} {'floor r/s':>9} "
           f"{'p50 x':>6} {'r/s share':>9} {'promised p50':>12} {'promised r/s':>12} "
-          f"{'p50 x prom':>10} {'empty':>5} {'calls':>6} {'made':>6} {'refused':>7} "
+          f"{'p50 x prom':>10} {'empty':>5} {'calls':>6} {'moves':>5} {'made':>6} {'refused':>7} "
           f"{'skipped':>7}",
           flush=True)
     promised_url = new_database("promised_floor", tmp)
@@ -604,23 +658,24 @@ def latency_table(workload: Workload, sizes: list[int], workers: list[int], args
                                           "FLOOR_PROMISE_SECONDS": str(PROMISE_SECONDS)})}
             try:
                 for name, payload in bodies.items():
-                    ours = measure(servers["cortex"][1], Traffic(payload), args.requests,
-                                   args.scrape_every, url)
-                    failed, scrapes = MEASURED["failed"], MEASURED["scrapes"]
-                    calls, made, refused, skipped = MEASURED["promises"]
-                    empty = MEASURED["empty"]
-                    floor = measure(servers["floor"][1], Traffic(payload), args.requests)
-                    promised = measure(servers["promised"][1], Traffic(payload), args.requests)
-                    note = f"  ({failed} calls under load answered 503)" if failed else ""
-                    if scrapes:
-                        note += (f"  ({len(scrapes)} scrapes, mean "
-                                 f"{1000 * statistics.fmean(scrapes):.1f} ms)")
-                    print(f"{n:6d} {name:15} {count:2d} {ours[3]:6d} {ours[4]:6d} "
-                          f"{ours[0]:8.2f} {ours[1]:8.2f} {ours[2]:7.0f} {floor[0]:9.2f} "
-                          f"{floor[1]:9.2f} {floor[2]:9.0f} {ours[0] / floor[0]:6.2f} "
-                          f"{ours[2] / floor[2]:9.2f} {promised[0]:12.2f} {promised[2]:12.0f} "
-                          f"{ours[0] / promised[0]:10.2f} {empty:5d} {calls:6d} {made:6d} "
-                          f"{refused:7.0f} {skipped:7.0f}{note}", flush=True)
+                    ours = Target("cortex", servers["cortex"][1], Traffic(payload), url)
+                    floor = Target("floor", servers["floor"][1], Traffic(payload))
+                    promised = Target("promised", servers["promised"][1], Traffic(payload))
+                    measure([ours, floor, promised], args.requests, args.scrape_every)
+                    calls, made, refused, skipped = ours.promises
+                    note = (f"  ({ours.failed} calls under load answered 503)"
+                            if ours.failed else "")
+                    if ours.scrapes:
+                        note += (f"  ({len(ours.scrapes)} scrapes, mean "
+                                 f"{1000 * statistics.fmean(ours.scrapes):.1f} ms)")
+                    us, fl, pr = ours.result(), floor.result(), promised.result()
+                    print(f"{n:6d} {name:15} {count:2d} {us[3]:6d} {us[4]:6d} "
+                          f"{us[0]:8.2f} {us[1]:8.2f} {us[2]:7.0f} {fl[0]:9.2f} "
+                          f"{fl[1]:9.2f} {fl[2]:9.0f} {us[0] / fl[0]:6.2f} "
+                          f"{us[2] / fl[2]:9.2f} {pr[0]:12.2f} {pr[2]:12.0f} "
+                          f"{us[0] / pr[0]:10.2f} {ours.empty:5d} {calls:6d} "
+                          f"{ours.traffic.moves:5d} {made:6d} {refused:7.0f} "
+                          f"{skipped:7.0f}{note}", flush=True)
             finally:
                 for process, _ in servers.values():
                     process.terminate()
