@@ -19,6 +19,17 @@ Scenarios (each replayed through the three pipelines by cortex.simulator, as
 Prints a Markdown table of means over seeds (samples) with the range in brackets, then
 the paired differences with their 95 % intervals and the unallocated GPUs at 100 %
 arrived (``cortex.simulator.report.summary``).
+
+``--fast`` replays with the steps' per-host answers carried between events
+(``cortex.simulator.replay.CarriedAnswers``; the same decisions).
+
+``--whole-fleet`` runs Weng et al.'s setting instead: every GPU node of the trace (1,213
+nodes, 6,212 GPUs), every GPU shared any way (``gpu_sharing: any``, ``--vgpu-slots``
+vGPUs a GPU), per seed a workload drawn from ``--pod-list`` with replacement until it asks
+``--level`` x the fleet's GPUs (``cortex.simulator.trace.inflate``), replayed fast through
+``--policy`` (default: Cortex with the trace's fragmentation sizes, bin-packing, Nova's
+arithmetic, FGD, best-fit); prints the unallocated GPUs (% of the fleet's) at each
+arrived level, a JSON line per replay to ``--out`` as it goes.
 """
 
 import argparse
@@ -80,6 +91,74 @@ def scenarios(trace_dir: Path, seeds: int, samples: int):
                                             for i, r in enumerate(order[:1500])]
 
 
+WHOLE_FLEET_POLICIES = ("kvm-gpu-topology-aware", "kvm-gpu-bin-packing", "nova-baseline",
+                        "fgd", "best-fit")
+ARRIVED = (50, 70, 80, 90, 95, 100)
+
+
+def whole_fleet_run(args: tuple) -> dict:
+    """One replay of the whole fleet (a worker's job): its measures as a dict."""
+    trace_dir, pod_list, slots, level, seed, policy = args
+    from cortex.simulator.session import request_sizes, trace_sizes
+    from cortex.simulator.trace import inflate
+
+    overrides = {"gpu_sharing": "any", "vgpu_slots": slots}
+    fleet = read_fleet(trace_dir / "openb_node_list_gpu_node.csv", overrides=overrides)
+    pool = read_trace(trace_dir / pod_list, "fill", overrides=overrides)
+    gpus = sum(len(h.board.get("gpus") or ()) or h.board.get("gpu_count", 0)
+               for h in fleet.hosts)
+    trace = inflate(pool, gpus, level, seed, slots)
+    pipelines = load_pipelines(conf.shipped_file("pipelines.yaml"))
+    sizes = None
+    if policy == "kvm-gpu-topology-aware":
+        sizes, pipelines = request_sizes(trace), trace_sizes(pipelines, trace)
+    started = time.process_time()
+    run = replay(fleet, trace, pipelines, policy, request_sizes=sizes, fast=True)
+    return {"policy": policy, "seed": seed, "pod_list": pod_list, "vgpu_slots": slots,
+            "hosts": len(fleet.hosts), "gpus": run.passthrough_gpus,
+            "requests": len(trace), "placed": run.placed,
+            "placed_before_first_rejection": run.placed_before_first_rejection,
+            "unallocated_pct": dict(zip(map(str, ARRIVED), run.unallocated_curve(ARRIVED),
+                                        strict=True)),
+            "nvlink_complete_pct": 100 * (run.nvlink_possible_share or 0),
+            "numa_local_pct": 100 * (run.numa_local_share or 0),
+            "wall_s": run.wall_s, "cpu_s": time.process_time() - started}
+
+
+def whole_fleet(args: argparse.Namespace) -> None:
+    """The ``--whole-fleet`` scenario: every replay, then the table of means over seeds."""
+    import json
+    from concurrent.futures import ProcessPoolExecutor
+
+    jobs = [(args.trace_dir, args.pod_list, args.vgpu_slots, args.level, seed, policy)
+            for seed in range(1, args.seeds + 1) for policy in args.policy]
+    started = time.perf_counter()
+    found = []
+    with ProcessPoolExecutor(args.jobs) as pool, open(args.out, "a") as out:
+        for result in pool.map(whole_fleet_run, jobs):
+            found.append(result)
+            out.write(json.dumps(result) + "\n")
+            out.flush()
+            print(f"{result['policy']} seed {result['seed']}: {result['wall_s']:.0f} s wall, "
+                  f"{result['cpu_s']:.0f} s CPU", flush=True)
+    print(f"\n{len(found)} replays in {time.perf_counter() - started:.0f} s\n")
+    print("| policy | seeds | requests | placed before 1st rejection | unallocated GPUs at "
+          + " / ".join(f"{a} %" for a in ARRIVED) + " arrived | NVLink-complete | NUMA-local |")
+    print("|---|---|---|---|---|---|---|")
+    for policy in args.policy:
+        runs = [r for r in found if r["policy"] == policy]
+        curve = []
+        for level in map(str, ARRIVED):
+            values = [r["unallocated_pct"][level] for r in runs
+                      if r["unallocated_pct"][level] is not None]
+            curve.append(f"{statistics.fmean(values):.1f}" if values else "n/a")
+        print(f"| `{policy}` | {len(runs)} | {statistics.fmean(r['requests'] for r in runs):.0f}"
+              f" | {statistics.fmean(r['placed_before_first_rejection'] for r in runs):.0f}"
+              f" | {' / '.join(curve)} % "
+              f"| {statistics.fmean(r['nvlink_complete_pct'] for r in runs):.1f} % "
+              f"| {statistics.fmean(r['numa_local_pct'] for r in runs):.1f} % |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -88,13 +167,25 @@ def main() -> None:
                         "alibaba-gpu-v2023")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--alibaba-samples", type=int, default=4)
+    parser.add_argument("--fast", action="store_true")
+    parser.add_argument("--whole-fleet", action="store_true")
+    parser.add_argument("--pod-list", default="openb_pod_list_default.csv")
+    parser.add_argument("--vgpu-slots", type=int, default=100)
+    parser.add_argument("--level", type=float, default=1.0)
+    parser.add_argument("--policy", action="append")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--out", default="whole-fleet.jsonl")
     args = parser.parse_args()
+    if args.whole_fleet:
+        args.policy = args.policy or list(WHOLE_FLEET_POLICIES)
+        whole_fleet(args)
+        return
     pipelines = load_pipelines(conf.shipped_file("pipelines.yaml"))
     results: dict[tuple[str, str], list] = {}
     started = time.perf_counter()
     for scenario, fleet, trace in scenarios(args.trace_dir, args.seeds, args.alibaba_samples):
         for pipeline in PIPELINES:
-            run = replay(fleet, trace, pipelines, pipeline)
+            run = replay(fleet, trace, pipelines, pipeline, fast=args.fast)
             results.setdefault((scenario, pipeline), []).append(run)
     print("| scenario | pipeline | runs | " + " | ".join(m for m, _, _ in METRICS) + " |")
     print("|" + "---|" * (3 + len(METRICS)))

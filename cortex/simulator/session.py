@@ -12,8 +12,15 @@ from typing import Any
 from cortex.pipeline.config import PipelineConfigError, PipelineSet, load_pipelines
 from cortex.pipeline.overrides import with_overrides
 from cortex.simulator.fleet import Fleet, SimulationError, read_fleet
+from cortex.simulator.policies import with_policies
 from cortex.simulator.replay import RunResult, replay
-from cortex.simulator.trace import SyntheticSpec, TraceRequest, read_trace, synthetic_trace
+from cortex.simulator.trace import (
+    SyntheticSpec,
+    TraceRequest,
+    inflate,
+    read_trace,
+    synthetic_trace,
+)
 
 SYNTHETIC = "synthetic"
 
@@ -41,7 +48,14 @@ class SimulationSpec:
     random, seeded per seed and arrival);
     ``fragmentation_sizes``: ``options`` (each pipeline's own) or ``trace``: the views
     carry the trace's passthrough sizes as the recorded demand and every pipeline's
-    ``weigher_gpu_fragmentation`` measures against them (``sizes_from: demand``).
+    ``weigher_gpu_fragmentation`` measures against them (``sizes_from: demand``);
+    ``inflate``: in ``fill`` mode, replay instead requests drawn from the trace at random
+    with replacement until they ask that share of the fleet's GPUs (1.0 = all of them;
+    :func:`cortex.simulator.trace.inflate`, seeded by ``shuffle`` or 0, counted up per
+    seed); ``fast``: carry the steps' per-host answers between events
+    (:class:`cortex.simulator.replay.CarriedAnswers`, the same decisions). ``pipelines``
+    may also name the policies of :mod:`cortex.simulator.policies` (``fgd``,
+    ``best-fit``).
     """
 
     fleets: Sequence[str]
@@ -62,6 +76,8 @@ class SimulationSpec:
     candidate_order: str = "fleet"
     gpu_sharing: str | None = None
     vgpu_slots: int | None = None
+    inflate: float | None = None
+    fast: bool = True
 
     @property
     def model_overrides(self) -> dict[str, Any]:
@@ -111,6 +127,15 @@ def load_trace(spec: SimulationSpec, fleet: Fleet) -> tuple[str, list[TraceReque
     else:
         requests = read_trace(spec.trace, spec.mode, spec.models, spec.model_overrides)
         name = f"{Path(spec.trace).name} ({spec.mode})"
+    if spec.inflate is not None:
+        if spec.mode != "fill":
+            raise SimulationError("inflate needs --mode fill (drawn requests never leave)")
+        slots = next((int(h.board.get("vgpu_slots") or 0) for h in fleet.hosts
+                      if h.board.get("vgpu_slots")), 1)
+        seed = spec.shuffle or 0
+        requests = inflate(requests, fleet.gpus, spec.inflate, seed, slots)
+        name += f", drawn to {100 * spec.inflate:g} % of the GPUs (seed {seed})"
+        return name, requests[:spec.limit] if spec.limit else requests
     if spec.shuffle is not None:
         if spec.mode != "fill":
             raise SimulationError("--shuffle needs --mode fill (departures keep their times)")
@@ -130,6 +155,7 @@ def simulate(spec: SimulationSpec, progress: Callable[[str], None] = lambda _: N
         pipelines = load_pipelines(path)
     except PipelineConfigError as exc:
         raise SimulationError(str(exc)) from None
+    pipelines = with_policies(pipelines, spec.pipelines)
     unknown = [p for p in spec.pipelines if p not in pipelines.pipelines]
     if unknown:
         raise SimulationError(f"unknown pipeline {unknown[0]!r} in {path}")
@@ -141,7 +167,8 @@ def simulate(spec: SimulationSpec, progress: Callable[[str], None] = lambda _: N
         raise SimulationError("--sample-nodes must be at least 1")
     if spec.seeds < 1:
         raise SimulationError("--seeds must be at least 1")
-    if spec.seeds > 1 and spec.trace != SYNTHETIC and spec.shuffle is None:
+    if (spec.seeds > 1 and spec.trace != SYNTHETIC and spec.shuffle is None
+            and spec.inflate is None):
         raise SimulationError("--seeds needs the synthetic trace or --shuffle (a trace file "
                               "replayed in its own order is the same every time)")
     results = []
@@ -162,7 +189,8 @@ def simulate(spec: SimulationSpec, progress: Callable[[str], None] = lambda _: N
                              pack_numa_cells=spec.pack_numa_cells,
                              max_rejections=spec.max_rejections,
                              device_order=spec.device_order, seed=offset,
-                             request_sizes=sizes, candidate_order=spec.candidate_order)
+                             request_sizes=sizes, candidate_order=spec.candidate_order,
+                             fast=spec.fast)
                 progress(f"{fleet.name}: {pipeline}: {len(run.decisions)} requests in "
                          f"{run.wall_s:.1f} s")
                 runs.append(run)
@@ -208,6 +236,6 @@ def _seeded(spec: SimulationSpec, offset: int) -> SimulationSpec:
     """``spec`` with its synthetic seed (or its shuffle) ``offset`` further."""
     if not offset:
         return spec
-    if spec.shuffle is not None:
-        return replace(spec, shuffle=spec.shuffle + offset)
+    if spec.shuffle is not None or spec.inflate is not None:
+        return replace(spec, shuffle=(spec.shuffle or 0) + offset)
     return replace(spec, synthetic=replace(spec.synthetic, seed=spec.synthetic.seed + offset))

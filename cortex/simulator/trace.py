@@ -16,6 +16,8 @@ the PCI NUMA policy is Nova's default, ``legacy``. ``gpu_spec`` (models, ``|``-j
 becomes the product ids the request accepts. In ``fill`` mode the pods arrive in their
 order of creation and never leave (the method of Weng et al., ATC '23, who fill the
 cluster with the trace's tasks); in ``timeline`` mode they leave at ``deletion_time``.
+:func:`inflate` draws a workload from the pods as Weng et al. do for their measure:
+at random, with replacement, until the arrived demand reaches a share of the fleet.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +143,35 @@ def alibaba_trace(path: Path, mode: str = "fill", models: str | Path | None = No
             vcpus, max(1, int(row["memory_mib"])), cells, None if fraction else "legacy",
             "dedicated", tuple(dict.fromkeys(products[s] for s in spec))))
     return requests
+
+
+def gpu_demand(request: TraceRequest, vgpu_slots: int) -> float:
+    """GPUs ``request`` asks: its passthrough GPUs, or its vGPUs' share of one GPU."""
+    return float(request.gpus) if request.gpus else request.vgpus / max(1, vgpu_slots)
+
+
+def inflate(requests: Sequence[TraceRequest], gpus: float, level: float, seed: int,
+            vgpu_slots: int) -> list[TraceRequest]:
+    """Requests drawn at random, with replacement, until they ask ``level`` x ``gpus`` GPUs.
+
+    The workload inflation Weng et al. (ATC '23) evaluate with: the trace's GPU tasks,
+    sampled (seeded by ``seed``) and submitted one by one without departures until the
+    arrived GPU demand (:func:`gpu_demand`) reaches ``level`` (1.0 = 100 %) of the
+    cluster's ``gpus``. Each draw is a new request (id ``<pod>#<n>``, arrival ``n``).
+    SimulationError when ``requests`` holds no GPU request.
+    """
+    pool = [r for r in requests if r.gpus or r.vgpus]
+    if not pool:
+        raise SimulationError("no GPU requests to draw from")
+    rng = random.Random(seed)
+    drawn: list[TraceRequest] = []
+    arrived, wanted = 0.0, level * gpus
+    while arrived < wanted:
+        request = rng.choice(pool)
+        drawn.append(replace(request, id=f"{request.id}#{len(drawn)}",
+                             arrival=float(len(drawn)), departure=None))
+        arrived += gpu_demand(request, vgpu_slots)
+    return drawn
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ def _placements(run):
                                       "nova-baseline", "fgd"])
 def test_the_fast_replay_decides_as_the_slow_one(tmp_path, pipeline):
     """Answers carried between events: every placement (host, devices) and measure equal."""
-    fleet = small_fleet(tmp_path, hosts=3)
-    trace = synthetic_trace(fleet, SyntheticSpec(requests=50, seed=5, load=1.2,
+    fleet = small_fleet(tmp_path, hosts=2)
+    trace = synthetic_trace(fleet, SyntheticSpec(requests=40, seed=5, load=1.2,
                                                  mean_life=900.0))
     slow = replay(fleet, trace, PIPELINES, pipeline)
     fast = replay(fleet, trace, PIPELINES, pipeline, fast=True)
@@ -108,3 +108,33 @@ def test_policies_never_over_allocate(tmp_path, policy):
                                                  mean_life=600.0))
     run = replay(fleet, trace, PIPELINES, policy, fast=True, on_event=check_accounting)
     assert 0 < run.placed < len(trace) and run.pipeline == policy
+
+
+def test_inflate_draws_until_the_share_of_the_gpus_is_asked(tmp_path):
+    """Weng et al.'s workload: drawn with replacement, seeded, until level x GPUs arrived."""
+    from cortex.simulator.trace import gpu_demand, inflate
+
+    _, pods = _shared_alibaba(tmp_path, copies=1)
+    drawn = inflate(pods, 20, 1.5, seed=4, vgpu_slots=10)
+    demand = [gpu_demand(r, 10) for r in drawn]
+    assert sum(demand) >= 30 > sum(demand[:-1])
+    assert len({r.id for r in drawn}) == len(drawn)
+    assert all(r.departure is None and r.arrival == i for i, r in enumerate(drawn))
+    assert [r.id for r in inflate(pods, 20, 1.5, 4, 10)] == [r.id for r in drawn]
+    assert [r.id for r in inflate(pods, 20, 1.5, 5, 10)] != [r.id for r in drawn]
+
+
+def test_a_session_replays_policies_on_an_inflated_workload(tmp_path):
+    from cortex.simulator.session import SimulationSpec, simulate
+
+    (tmp_path / "nodes.csv").write_text(NODES)
+    (tmp_path / "pods.csv").write_text(PODS)
+    spec = SimulationSpec([str(tmp_path / "nodes.csv")], str(tmp_path / "pods.csv"),
+                          ["kvm-gpu-topology-aware", "fgd", "best-fit"], mode="fill",
+                          inflate=1.2, seeds=2, gpu_sharing="any", vgpu_slots=10)
+    [found] = simulate(spec)
+    assert [r.pipeline for r in found.runs] == ["kvm-gpu-topology-aware", "fgd", "best-fit"]
+    assert len(found.by_seed) == 2 and "drawn to 120 %" in found.trace_name
+    first, second = ([d.request_id for d in seed[0].decisions] for seed in found.by_seed)
+    assert first != second                                     # a workload per seed
+    assert all(run.unallocated_pct_at(100) is not None for run in found.runs)
