@@ -162,11 +162,19 @@ def test_cortex_manage_forecast(database_url, engine, clean, monkeypatch, capsys
     assert h100["horizon_hours"] == 36 and len(h100["points"]) == 36
     assert 22 * 24 < h100["history_hours"] <= 23 * 24
     assert h100["backtest"]["folds"] == 1, "one week after the two weeks a fit needs"
+    # the demo's H100 demand by flavor: g1.2xh100, a synced GPU flavor, counted now
+    [g1] = [d for d in documents if (d["flavor_family"], d["availability_zone"])
+            == ("g1", "az-1")]
+    [two] = [f for f in g1["placeable"] if f["flavor"] == "g1.2xh100"]
+    assert two["gpus"] == 2 and isinstance(two["placeable_now"], int)
     assert ForecastStore(engine).latest() == [], "stored only with --store"
     assert manage.main(["forecast", "--store"]) == 0
     table = capsys.readouterr().out
     assert table.splitlines()[0].split() == list(manage.FORECAST_COLUMNS)
     assert H100 in table
+    assert "flavors against the instances that fit now (placeable_now):" in table
+    assert any(line.split()[:5] == ["g1", "az-1", "g1.2xh100", "2", str(two["placeable_now"])]
+               for line in table.splitlines())
     assert {(d["model"], d["horizon_hours"]) for d in ForecastStore(engine).latest()} >= {
         (H100, 14 * 24)}
     with pytest.raises(SystemExit) as bad:
