@@ -337,7 +337,10 @@ class Decision:
     decide it (:attr:`cortex.pipeline.choice.Choice.record`: the offered hosts' hypervisor
     family followed against Nova's ``vmware`` flag,
     ``{"followed": "hosts", "vmware_flag": bool, "hosts": "kvm"|"vmware"}``); None when
-    the request decided (a named pipeline, the flavor, the flag).
+    the request decided (a named pipeline, the flavor, the flag). ``cause``: why a call
+    that found no host found none, where the scheduler named it with the knowledge view
+    it decided on (:mod:`cortex.scheduler.refusals`: ``commitments`` and ``reservations``
+    besides the steps' names); None: :attr:`refusal` reads it from the steps.
     """
 
     service: str
@@ -367,6 +370,7 @@ class Decision:
     weighing: str = "cortex"
     demand: Mapping[str, Any] | None = None
     pipeline_choice: Mapping[str, Any] | None = None
+    cause: str | None = None
 
     @property
     def weighers(self) -> tuple[StepResult, ...]:
@@ -375,14 +379,14 @@ class Decision:
 
     @property
     def refusal(self) -> str | None:
-        """Why the call found no host: :func:`refusal_step` of an empty answer, else None.
+        """Why the call found no host: ``cause``, else :func:`refusal_step`; None if it found one.
 
         Only a call answered with status 200 and an empty ``result`` is a refusal (what
         Nova turns into NoValidHost); a rejected or failed call has no cause.
         """
         if self.status != 200 or self.result is None or self.result:
             return None
-        return refusal_step(self.steps, len(self.hosts))
+        return self.cause or refusal_step(self.steps, len(self.hosts))
 
     # -- the caller's view ---------------------------------------------------------------
 
@@ -476,7 +480,7 @@ class Decision:
         """The decision of a stored record (either form) and its table ``columns``.
 
         The columns (``id``, ``created_at``, ``service``, ``pipeline``, ...) win over the
-        record's copies; ``cause`` is not taken (:attr:`refusal` follows from the steps).
+        record's copies (``cause``: the stored :attr:`refusal`).
         Raises KeyError/TypeError/ValueError/AttributeError for a record that cannot be
         read whole (:func:`damaged_decision` makes what can be shown of it).
         """
@@ -507,7 +511,6 @@ class Decision:
             finals = judged_weights(found)
         else:
             finals = {str(h): _number(w) for h, w in (record.get("final_weights") or {}).items()}
-        columns.pop("cause", None)
         return replace(found, final_weights=MappingProxyType(finals), **_present(columns))
 
     @classmethod

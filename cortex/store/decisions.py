@@ -394,7 +394,8 @@ def _decision(row: DecisionRow) -> Decision:
     columns = {"id": row.id, "created_at": row.created_at, "service": row.service,
                "pipeline": row.pipeline, "request_id": row.request_id,
                "global_request_id": row.global_request_id, "resource_id": row.resource_id,
-               "intent": row.intent, "outcome": row.outcome, "duration_ms": row.duration_ms}
+               "intent": row.intent, "outcome": row.outcome, "duration_ms": row.duration_ms,
+               "cause": row.cause}
     try:
         return Decision.from_record(row.record, **columns)
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:

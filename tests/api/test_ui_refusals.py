@@ -7,6 +7,7 @@ their steps); the store counts them in SQL and the timeline page shows the table
 
 import html
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 
@@ -17,7 +18,7 @@ from cortex.db.models import Decision as DecisionRow
 from cortex.decision import Decision, StepResult
 from cortex.ids import new_uuid
 from cortex.services import history
-from cortex.store.decisions import DecisionWriter, refusals_by_cause
+from cortex.store.decisions import DecisionStore, DecisionWriter, refusals_by_cause
 
 
 def removed_by(step, *hosts):
@@ -123,3 +124,21 @@ def test_no_refusal_says_so(client):
     text = page(client, "/ui/timeline?pipeline=rf-nothing-here")
     assert refusal_rows(text) == []
     assert "No call found no host in the last 24 h." in text
+
+
+def test_a_cause_the_scheduler_named_is_stored_and_read_back(engine):
+    now = datetime.now(UTC)
+    named = replace(refusal("rf-named", "filter_has_enough_capacity", now), cause="reservations")
+    writer = DecisionWriter(engine)
+    assert writer.submit(named)
+    writer.close()
+    try:
+        assert DecisionStore(engine).get(named.id).refusal == "reservations"
+        counted = history.refusals_by_cause(engine, now + timedelta(seconds=1),
+                                            pipeline="rf-named")
+        assert counted == [{"service": "nova", "pipeline": "rf-named", "cause": "reservations",
+                            "count": 1}]
+    finally:
+        with engine.begin() as connection:
+            connection.execute(delete(DecisionRow).where(DecisionRow.id == named.id))
+

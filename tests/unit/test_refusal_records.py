@@ -99,3 +99,18 @@ def test_rejected_calls_and_shadow_steps_are_not_causes():
              StepResult("weigher_d", "weigher", "ran"))
     assert Decision("nova", hosts=("h1", "h2"), status=200, result=(),
                     steps=steps).refusal == "filter_a"
+
+
+def test_a_cause_the_scheduler_named_wins_over_the_steps_and_reads_back():
+    steps = (StepResult("filter_has_enough_capacity", "filter", "ran",
+                        removed=MappingProxyType({"h1": "MEMORY_MB: used 8 + 8 > capacity 10"})),)
+    named = Decision("nova", hosts=("h1",), status=200, result=(), steps=steps,
+                     cause="reservations")
+    assert named.refusal == "reservations" and named.as_row()["cause"] == "reservations"
+    assert Decision("nova", hosts=("h1",), status=200, result=("h1",),
+                    cause="reservations").refusal is None, "an answered call has none"
+    row = named.as_row()
+    back = Decision.from_record(row["record"], cause=row["cause"])
+    assert back.refusal == "reservations"
+    assert Decision.from_record(row["record"]).refusal == "filter_has_enough_capacity"
+
