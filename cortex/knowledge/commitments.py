@@ -37,7 +37,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cortex.knowledge.reservations import Reservation
+from cortex.knowledge.reservations import (
+    Reservation,
+    as_reservation,
+    counted_holds,
+    free_holds,
+)
+
+#: The holds' reckoning lives with the overlay that counts them
+#: (:mod:`cortex.knowledge.reservations`); these names are the commitments' too.
+__all__ = ["EARLIEST", "LATEST", "Commitment", "Hold", "as_reservation", "commitment_spec",
+           "counted_holds", "free_holds", "overlapping_holds", "owner_room", "parse_time"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,46 +145,6 @@ def commitment_spec(body: Mapping[str, Any], now: datetime) -> Commitment:
         tuple(p.lower() for p in body.get("products") or ()), int(body["count"]),
         parse_time(body["start_at"], "start_at") if body.get("start_at") else now,
         parse_time(body["end_at"], "end_at"), now, body.get("description"))
-
-
-def free_holds(commitment: Commitment, hosts: Mapping[str, object]) -> list[Hold]:
-    """The holds of ``commitment`` its owner's instances have not consumed yet.
-
-    ``hosts``: the synced view's host states (their ``instances`` with project ids).
-    A hold bound to an instance is consumed; per host, each owner instance beyond the
-    free holds' ``baseline`` and not bound to a hold consumes one more.
-    """
-    bound = {h.instance_uuid for h in commitment.holds if h.instance_uuid}
-    by_host: dict[str, list[Hold]] = {}
-    for hold in commitment.holds:
-        if not hold.instance_uuid:
-            by_host.setdefault(hold.host, []).append(hold)
-    free = []
-    for host, holds in by_host.items():
-        state = hosts.get(host)
-        owned = sum(1 for i in getattr(state, "instances", ())
-                    if i.project_id == commitment.project_id and i.uuid not in bound)
-        consumed = min(len(holds), max(0, owned - max(h.baseline for h in holds)))
-        free.extend(holds[consumed:])
-    return free
-
-
-def as_reservation(hold: Hold, created_at: datetime, expires_at: datetime) -> Reservation:
-    """``hold`` as a reservation of no instance (it stays counted until ``expires_at``)."""
-    return Reservation(f"hold-{hold.id}", hold.host, None, None, hold.resources, hold.gpus,
-                       created_at, expires_at)
-
-
-def counted_holds(commitments: Iterable[Commitment], hosts: Mapping[str, object],
-                  project_id: str | None, now: datetime) -> list[Reservation]:
-    """The free holds of active commitments of other projects, as reservations.
-
-    Laid over a view with :func:`cortex.knowledge.reservations.with_reservations`; each
-    expires with its commitment and names no instance (it stays counted).
-    """
-    return [as_reservation(h, c.created_at, c.end_at)
-            for c in commitments if c.active(now) and c.project_id != project_id
-            for h in free_holds(c, hosts)]
 
 
 def overlapping_holds(commitments: Iterable[Commitment], hosts: Mapping[str, object],

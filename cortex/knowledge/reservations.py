@@ -20,10 +20,12 @@ This module is pure; :mod:`cortex.store.reservations` keeps them in the database
 from __future__ import annotations
 
 import dataclasses
+from collections import ChainMap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
+from typing import Any
 
 from cortex.knowledge.view import HostState, KnowledgeView
 
@@ -191,3 +193,135 @@ def with_reservations(view: KnowledgeView, reservations: Iterable[Reservation],
         hosts = MappingProxyType(merged)
     return dataclasses.replace(view, hosts=hosts, reservations=tuple(live), base=view,
                                overlaid=view.overlaid | changed.keys())
+
+
+def free_holds(commitment: Any, hosts: Mapping[str, object]) -> list[Any]:
+    """The holds of ``commitment`` its owner's instances have not consumed yet.
+
+    ``commitment``: a :class:`cortex.knowledge.commitments.Commitment`; ``hosts``: the
+    synced view's host states (their ``instances`` with project ids). A hold bound to
+    an instance is consumed; per host, each owner instance beyond the free holds'
+    ``baseline`` and not bound to a hold consumes one more.
+    """
+    bound = {h.instance_uuid for h in commitment.holds if h.instance_uuid}
+    by_host: dict[str, list[Any]] = {}
+    for hold in commitment.holds:
+        if not hold.instance_uuid:
+            by_host.setdefault(hold.host, []).append(hold)
+    free = []
+    for host, holds in by_host.items():
+        state = hosts.get(host)
+        owned = sum(1 for i in getattr(state, "instances", ())
+                    if i.project_id == commitment.project_id and i.uuid not in bound)
+        consumed = min(len(holds), max(0, owned - max(h.baseline for h in holds)))
+        free.extend(holds[consumed:])
+    return free
+
+
+def as_reservation(hold: Any, created_at: datetime, expires_at: datetime) -> Reservation:
+    """A commitment's ``hold`` as a reservation of no instance (counted until ``expires_at``)."""
+    return Reservation(f"hold-{hold.id}", hold.host, None, None, hold.resources, hold.gpus,
+                       created_at, expires_at)
+
+
+def counted_holds(commitments: Iterable[Any], hosts: Mapping[str, object],
+                  project_id: str | None, now: datetime) -> list[Reservation]:
+    """The free holds of active commitments of other projects, as reservations.
+
+    Laid over a view as in-flight reservations are (:func:`request_view`); each expires
+    with its commitment and names no instance (it stays counted).
+    """
+    return [as_reservation(h, c.created_at, c.end_at)
+            for c in commitments if c.active(now) and c.project_id != project_id
+            for h in free_holds(c, hosts)]
+
+
+def request_view(view: KnowledgeView, in_flight: Iterable[Reservation], now: datetime,
+                 instance_uuid: str | None, project_id: str | None,
+                 holds: Iterable[Reservation] = (),
+                 commitments: Iterable[Any] | None = None) -> KnowledgeView:
+    """The view one Nova request is judged on: every overlay laid over the synced ``view``.
+
+    Counted as used capacity (:func:`with_reservations`): ``holds`` (room the caller
+    counts as taken: a commitment's instances placed so far while it is placed), the
+    free holds of other projects' active commitments (``commitments``, the view's when
+    None: :func:`counted_holds`), and the ``in_flight`` reservations, but not those of
+    ``instance_uuid`` (its new answer replaces them). ``view`` itself when nothing is
+    laid over it. ``project_id``: the request's project, whose own committed room stays
+    free for it.
+    """
+    committed = view.commitments if commitments is None else commitments
+    active = [*holds, *counted_holds(committed, view.hosts, project_id, now), *in_flight]
+    if not active:
+        return view
+    return with_reservations(view, active, now, instance_uuid)
+
+
+@dataclass(frozen=True, slots=True)
+class Recount:
+    """One host of a request's view recounted with the reservations found on it.
+
+    ``same``: the pending ones are those the view counted on the host. ``state``: the
+    state the pipeline judged (``view`` the request's view itself) when the same, else
+    the pending ones counted over the synced state (``view``: the request's view with
+    that one state laid over it); both None when no reservations were given and the
+    view's own did not match. ``expected``:
+    the ids of every reservation listed on the host (the request's own left out).
+    """
+
+    same: bool
+    state: HostState | None
+    view: KnowledgeView | None
+    expected: frozenset[str]
+
+
+def recount(base: KnowledgeView, overlaid: KnowledgeView, host: str, own: str | None,
+            now: datetime, current: Iterable[Reservation] | None = None,
+            judged: bool = True) -> Recount:
+    """``host`` of ``overlaid`` recounted with ``current`` (None: ``overlaid``'s own list).
+
+    ``base``: the synced view ``overlaid`` was made of (:func:`request_view`); ``own``:
+    the request's instance, whose reservation does not count; ``current``: the
+    reservations a promise read under the host's lock. The promise's one question to
+    the overlay (:mod:`cortex.scheduler.promise`): are they the ones the pipeline
+    counted (:func:`counted_on`), and if not, what is the host's state with them.
+    ``judged``: the same ones may be answered with the view's own state (False: the
+    state is made again from ``current`` all the same).
+    """
+    listed = others_on(overlaid.reservations if current is None else current, host, own)
+    others = pending(listed, base, now)
+    counted = counted_on(overlaid, host)
+    expected = frozenset(r.id for r in listed)
+    same = counted is not None and counted == frozenset(r.id for r in others)
+    if same and judged:
+        return Recount(True, overlaid.hosts[host], overlaid, expected)
+    if current is None:
+        return Recount(same, None, None, expected)
+    state = reserve_host(base.hosts[host], others)
+    # the one host laid over the request's view, not copying every other host's entry
+    view = dataclasses.replace(overlaid, hosts=MappingProxyType(
+        ChainMap({host: state}, overlaid.hosts)),  # type: ignore[arg-type]  # only read
+        base=overlaid, overlaid=overlaid.overlaid | {host})
+    return Recount(same, state, view, expected)
+
+
+def relaid(overlaid: KnowledgeView, base: KnowledgeView, listed: Iterable[Reservation],
+           hosts: Iterable[str], own: str | None, now: datetime,
+           members: Iterable[Reservation] = ()) -> KnowledgeView:
+    """``overlaid`` with ``hosts`` recounted from ``listed`` and a group's ``members``.
+
+    Each host's state: its synced state (``base``) with the pending ones of ``listed``
+    (other than ``own``'s) and the ``members`` planned on it; the view lists ``listed``
+    and ``members``. A group's plan (:mod:`cortex.scheduler.promise`) lays its members
+    over the request's view so, and a later member's slot is left out so.
+    """
+    listed, members = list(listed), list(members)
+    changed = {}
+    for host in hosts:
+        counted = pending(others_on(listed, host, own), base, now)
+        changed[host] = reserve_host(base.hosts[host], [*counted, *(m for m in members
+                                                                     if m.host == host)])
+    return dataclasses.replace(
+        overlaid, hosts=MappingProxyType(ChainMap(changed, overlaid.hosts)),  # type: ignore[arg-type]
+        reservations=(*listed, *members), base=overlaid,
+        overlaid=overlaid.overlaid | changed.keys())

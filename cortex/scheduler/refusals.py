@@ -14,8 +14,8 @@ already. A call whose candidates Cortex knows none of (all dropped by
 ``no_candidates``.
 
 Counted in ``cortex_scheduler_no_valid_host_total{service,pipeline,cause}``
-(:class:`cortex.scheduler.metrics.SchedulerMetrics`) by :func:`count_refusal`, which the
-scheduler service calls for every live call; the capacity answers
+(:class:`cortex.scheduler.metrics.SchedulerMetrics`) by the call recorder
+(:mod:`cortex.scheduler.recorder`) for every live call; the capacity answers
 (:mod:`cortex.simulator.capacity`) name the step that stops the next instance with
 :func:`refusal_cause`.
 """
@@ -24,19 +24,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-from cortex.decision import Decision, StepResult
-from cortex.knowledge.commitments import counted_holds
+from cortex.decision import NO_CANDIDATES, UNKNOWN_HOSTS, StepResult, last_removal
+from cortex.knowledge.reservations import counted_holds
 from cortex.knowledge.view import KnowledgeView
-from cortex.pipeline.config import Pipeline, PipelineSet
+from cortex.pipeline.config import Pipeline
 from cortex.request import NovaRequest, SchedulingRequest
 
-#: Causes that are not a step's name.
+#: Causes that are not a step's name (and :data:`cortex.decision.UNKNOWN_HOSTS`,
+#: :data:`cortex.decision.NO_CANDIDATES`).
 COMMITMENTS = "commitments"
 RESERVATIONS = "reservations"
-UNKNOWN_HOSTS = "unknown_hosts"
-NO_CANDIDATES = "no_candidates"
 #: Removed hosts re-checked on the synced view (a refusal is rare; this bounds its cost).
 RECHECKED = 8
 
@@ -51,12 +49,6 @@ class Refusal:
     def __str__(self) -> str:
         """``"<cause>: <reason>"``, or the cause alone."""
         return f"{self.cause}: {self.reason}" if self.reason else self.cause
-
-
-def last_removal(steps: tuple[StepResult, ...] | list[StepResult]) -> StepResult | None:
-    """The last filter step that ran, is not a shadow and removed hosts (None: none did)."""
-    return next((s for s in reversed(steps) if s.kind == "filter" and s.status == "ran"
-                 and not s.shadow and s.removed), None)
 
 
 def refusal_cause(steps: tuple[StepResult, ...] | list[StepResult], offered: int,
@@ -111,19 +103,3 @@ def _overlaid_cause(name: str, removed: list[str], pipeline: Pipeline,
     except Exception:  # noqa: BLE001 - the step's own name is the cause then
         return None
     return None
-
-
-def count_refusal(metrics: Any, decision: Decision, request: SchedulingRequest,
-                  view: KnowledgeView, pipelines: PipelineSet) -> None:
-    """Count ``decision`` in ``cortex_scheduler_no_valid_host_total`` when it answered none.
-
-    ``metrics``: :class:`cortex.scheduler.metrics.SchedulerMetrics` (None: nothing
-    counted); only a decision answered with status 200 and an empty ``result`` counts.
-    ``view``: the synced view the call was decided on.
-    """
-    if metrics is None or decision.status != 200 or decision.result:
-        return
-    pipeline = pipelines.pipelines.get(decision.pipeline or "")
-    refusal = refusal_cause(decision.steps, len(decision.hosts), pipeline, request, view)
-    metrics.no_valid_host.labels(decision.service, decision.pipeline or "none",
-                                 refusal.cause).inc()

@@ -7,12 +7,15 @@ What happens to every external call, in order (:meth:`SchedulerService.schedule`
    else the service's default: :mod:`cortex.pipeline.choice`; the view's offered hosts
    overrule a Nova ``vmware`` flag they all contradict), with a simulation's step
    options and multipliers laid over it (:mod:`cortex.pipeline.overrides`);
-3. lay the in-flight reservations over it (Nova creates and moves:
-   :func:`cortex.knowledge.reservations.with_reservations`);
+3. ask the knowledge for the request's view, every overlay applied (a Nova call's:
+   other projects' committed room, the in-flight reservations and the caller's holds:
+   :func:`cortex.knowledge.reservations.request_view`);
 4. run the filters and weighers (:func:`cortex.pipeline.engine.run_pipeline`);
-5. promise the answer's first host (:mod:`cortex.scheduler.promise`), or a group's
-   every member at its first member's call (:mod:`cortex.scheduler.groups`);
-6. count, log and record the decision (:mod:`cortex.store.decisions`).
+5. promise the answer's first host, or a group's every member at its first member's
+   call (:func:`cortex.scheduler.promise.promise`);
+6. hand the call to its recorder (:class:`cortex.scheduler.recorder.CallRecorder`),
+   which builds the decision, adds its GPU demand, counts and logs it, and queues it
+   to the decision writer (:mod:`cortex.store.decisions`).
 
 The database waits of steps 1 and 3 to 5 end with the call's ``request_time_budget``
 (:func:`cortex.db.guard.deadline`). A simulation is the same call with other
@@ -32,24 +35,20 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from cortex.db import guard
-from cortex.decision import EMPTY, Decision, HostWeights
+from cortex.decision import EMPTY, Decision
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeUnavailable
-from cortex.knowledge.commitments import counted_holds
-from cortex.knowledge.reservations import Reservation, with_reservations
+from cortex.knowledge.reservations import Reservation, request_view
 from cortex.knowledge.view import KnowledgeView
-from cortex.pipeline.choice import Choice, PipelineNotChosen, choose_pipeline
-from cortex.pipeline.config import Pipeline, PipelineSet
-from cortex.pipeline.engine import PipelineResult, StepFailed, run_pipeline
+from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
+from cortex.pipeline.config import PipelineSet
+from cortex.pipeline.engine import StepFailed, run_pipeline
 from cortex.pipeline.memo import DEFAULT_LIMIT as DEFAULT_MEMO_LIMIT
 from cortex.request import NovaRequest, SchedulingRequest
-from cortex.rules.gpu_sets import can_place_connected
-from cortex.scheduler.demand import energy_options, gpu_demand
-from cortex.scheduler.groups import promise_group
 from cortex.scheduler.metrics import SchedulerMetrics
 from cortex.scheduler.promise import STEP as PROMISE_STEP
-from cortex.scheduler.promise import promise_first, promises
-from cortex.scheduler.refusals import count_refusal
+from cortex.scheduler.promise import PromiseFailed, promise
+from cortex.scheduler.recorder import CallRecorder
 
 LOG = logging.getLogger(__name__)
 #: Seconds the database waits of one call may take when request_time_budget is 0.
@@ -89,6 +88,27 @@ class DecisionRecorder(Protocol):
 
     def submit(self, record: Decision) -> bool:
         """Queue ``record`` for writing; False when it was dropped."""
+
+
+class CallRecord(Protocol):
+    """Where every call ends: :class:`cortex.scheduler.recorder.CallRecorder`.
+
+    It builds the call's decision, counts and logs it, and queues it for writing.
+    """
+
+    def answered(self, request: SchedulingRequest, options: Any, call_id: str | None,
+                 started: float, choice: Any, view: KnowledgeView, result: Any) -> Decision:
+        """The decision of a call that got its ranking (see CallRecorder.answered)."""
+
+    def failed(self, request: SchedulingRequest, options: Any, call_id: str | None,
+               started: float, choice: Any, status: int, detail: str) -> Decision:
+        """The decision of a call that got none (see CallRecorder.failed)."""
+
+    def rejected(self, service: str, status: int, detail: str, started: float) -> None:
+        """Count and log a call refused before it became a request."""
+
+    def submit(self, decision: Decision) -> bool:
+        """Queue a decision held back for its caller; False when not queued."""
 
 
 @dataclass(frozen=True)
@@ -211,76 +231,95 @@ class SchedulingFailed(Exception):
         self.status, self.detail, self.code, self.decision = status, detail, code, decision
 
 
-class _Failure(Exception):
-    """Raised inside :meth:`SchedulerService.schedule` to end a call early."""
+def _failure(exc: Exception) -> tuple[int, str, str | None]:
+    """``(status, detail, code)`` of a call ended by ``exc`` (one of :data:`_ENDS`)."""
+    if isinstance(exc, KnowledgeUnavailable):
+        return 503, f"knowledge unavailable: {exc}", None
+    if isinstance(exc, PipelineNotChosen):
+        return 400, str(exc), "cortex.pipeline_not_chosen"
+    if isinstance(exc, PromiseFailed):
+        return 503, f"in-flight reservation not made: {exc}", "cortex.promise_failed"
+    return 503, str(exc), "cortex.step_failed"
 
-    def __init__(self, status: int, detail: str, code: str | None = None) -> None:
-        super().__init__(detail)
-        self.status, self.detail, self.code = status, detail, code
+
+#: What ends a call without a ranking: no knowledge (503), no pipeline (400), a
+#: fail-closed step or the budget (503), the promise under ``promise_failure_policy =
+#: fail`` (503).
+_ENDS = (KnowledgeUnavailable, PipelineNotChosen, StepFailed, PromiseFailed)
 
 
 class SchedulerService:
-    """Runs scheduling calls: choose, view, reservations, run, promise, record.
+    """Runs scheduling calls: view, choose, overlay, run, promise, record.
 
     ``pipelines`` and ``settings`` decide what runs; ``knowledge`` gives the view;
     ``reservations`` (None: none) and ``recorder`` (None: nothing is recorded) are the
-    write side; ``metrics`` (None: nothing is counted) the Prometheus metrics.
+    write side; ``metrics`` (None: nothing is counted) the Prometheus metrics. Every
+    call ends in ``calls`` (:class:`CallRecord`; None: a
+    :class:`~cortex.scheduler.recorder.CallRecorder` of ``recorder`` and ``metrics``),
+    which builds, counts, logs and queues its decision.
     """
 
     def __init__(self, pipelines: PipelineSet, knowledge: KnowledgeSource,
                  settings: SchedulerSettings | None = None,
                  reservations: ReservationSource | None = None,
                  recorder: DecisionRecorder | None = None,
-                 metrics: SchedulerMetrics | None = None) -> None:
+                 metrics: SchedulerMetrics | None = None,
+                 calls: CallRecord | None = None) -> None:
         self.pipelines = pipelines
         self.knowledge = knowledge
         self.settings = settings or SchedulerSettings()
         self.reservations = reservations
         self.recorder = recorder
         self.metrics = metrics
+        self.calls = calls or CallRecorder(recorder, metrics, pipelines)
         self._memo_dropped = metrics.step_answers_dropped.inc if metrics is not None else None
 
     def schedule(self, request: SchedulingRequest, options: RunOptions = LIVE,
                  started: float | None = None, call_id: str | None = None) -> Decision:
         """Decide ``request``: the hosts best first, and how that came about.
 
-        ``started``: the call's ``time.perf_counter()`` at arrival (its budget counts
-        from there; default now); ``call_id``: Cortex's own request id, kept in the
-        decision. Raises :class:`SchedulingFailed` (400: no pipeline fits; 503: no
-        knowledge, a fail-closed step failed, the budget ran out, or the promise failed
-        under ``promise_failure_policy = fail``).
+        One line (module docstring): the view, the pipeline, the view with every
+        overlay applied, the pipeline's run, the promise, the record. ``started``: the
+        call's ``time.perf_counter()`` at arrival (its budget counts from there;
+        default now); ``call_id``: Cortex's own request id, kept in the decision.
+        Raises :class:`SchedulingFailed` (400: no pipeline fits; 503: no knowledge, a
+        fail-closed step failed, the budget ran out, or the promise failed under
+        ``promise_failure_policy = fail``).
         """
         started = time.perf_counter() if started is None else started
-        live, choice = not options.simulated, None
-        if live and isinstance(request, NovaRequest) and request.disbelieved_intent:
+        if not options.simulated and isinstance(request, NovaRequest) \
+                and request.disbelieved_intent:
             self._disbelieved(request)
+        settings, choice = self.settings, None
         try:
-            view = self._view(started)
-            choice = self._choose(request, options, view)
-            result = self._run(choice.pipeline, request, view, options, started)
-        except _Failure as failure:
-            record = live and options.record and self.recorder is not None
-            failed = _decision(request, options, call_id, started, record, choice,
-                               status=failure.status, detail=failure.detail,
-                               outcome="rejected" if failure.status < 500 else "error")
-            self._finish(failed, started, options, record)
-            raise SchedulingFailed(failure.status, failure.detail, failure.code,
-                                   failed) from None
-        record = options.record and self.recorder is not None
-        demand = (gpu_demand(request, view, tuple(result.hosts),
-                             energy_options(choice.pipeline))
-                  if live and record and options.demand else None)
-        decision = _decision(
-            request, options, call_id, started, record, choice,
-            result=tuple(result.hosts), unknown_hosts=tuple(result.unknown_hosts),
-            steps=tuple(result.steps), weighed=tuple(result.weighed),
-            final_weights=result.weights, weighing=result.weighing,
-            knowledge_version=view.version, demand=demand,
-            status=200, outcome="simulated" if options.simulated else "ok")
-        if live:
-            self._observe(decision, request, view)
-        self._finish(decision, started, options, record and not options.hold)
-        return decision
+            with guard.deadline(self._wait_left(started)):
+                view = self.knowledge.view()
+            choice = choose_pipeline(self.pipelines, request, options.pipeline,
+                                     options.step_options, options.multipliers, view)
+            with guard.deadline(self._wait_left(started)):
+                now = options.now or datetime.now(UTC)
+                overlaid = view
+                if isinstance(request, NovaRequest):
+                    overlaid = request_view(view, self._in_flight(now), now,
+                                            request.instance_uuid, request.project_id,
+                                            options.holds, options.commitments)
+                result = run_pipeline(choice.pipeline, request, overlaid,
+                                      settings.unknown_host_policy,
+                                      deadline=self._deadline(started, options),
+                                      memo_limit=settings.step_memo_size,
+                                      memo_dropped=self._memo_dropped)
+                if options.promise and self.reservations is not None \
+                        and settings.reservation_ttl > 0:
+                    result = promise(choice.pipeline, request, view, overlaid, result,
+                                     self.reservations, settings.reservation_ttl, now,
+                                     self.metrics,
+                                     settings.promise_failure_policy == "fail")
+        except _ENDS as exc:
+            status, detail, code = _failure(exc)
+            failed = self.calls.failed(request, options, call_id, started, choice, status,
+                                       detail)
+            raise SchedulingFailed(status, detail, code, failed) from None
+        return self.calls.answered(request, options, call_id, started, choice, view, result)
 
     def record(self, decision: Decision) -> bool:
         """Record a decision :meth:`schedule` held back (``RunOptions.hold``).
@@ -289,9 +328,7 @@ class SchedulerService:
         dropped, its ``id`` replaced). False when it was not queued: no recorder, a
         decision not made to be recorded (no id), or the decision log's queue full.
         """
-        if self.recorder is None or decision.id is None:
-            return False
-        return self.recorder.submit(decision)
+        return self.calls.submit(decision)
 
     def prepare(self, decision: Decision) -> None:
         """Make the metric series a live call of ``decision``'s shape counts into.
@@ -330,120 +367,41 @@ class SchedulerService:
         A body that is not JSON, not valid against the schema, or not parsable: nothing
         worth recording, but the call was made.
         """
-        self._account(Decision(service, outcome="rejected", status=status, detail=detail),
-                      started)
+        self.calls.rejected(service, status, detail, started)
 
-    # -- the steps of a call -------------------------------------------------------------
-
-    def _view(self, started: float) -> KnowledgeView:
-        """Step 1 within the call's budget: the worker's knowledge view (503 when none)."""
-        with guard.deadline(self._wait_left(started)):
-            try:
-                return self.knowledge.view()
-            except KnowledgeUnavailable as exc:
-                raise _Failure(503, f"knowledge unavailable: {exc}") from None
-
-    def _choose(self, request: SchedulingRequest, options: RunOptions,
-                view: KnowledgeView) -> Choice:
-        """The pipeline to run, a simulation's choice and overrides laid over it.
-
-        The offered hosts of ``view`` overrule a Nova ``vmware`` flag they all contradict
-        (:func:`cortex.pipeline.choice.flag_contradiction`): logged and counted for a
-        live call (:meth:`_contradicted`).
-        """
-        try:
-            choice = choose_pipeline(self.pipelines, request, options.pipeline,
-                                     options.step_options, options.multipliers, view)
-        except PipelineNotChosen as exc:
-            raise _Failure(400, str(exc), "cortex.pipeline_not_chosen") from None
-        self._contradicted(request, choice, options)
-        return choice
+    # -- what the call's line needs ------------------------------------------------------
 
     def _wait_left(self, started: float) -> float:
         """Seconds the call's database waits may still take (its budget, else the default)."""
         return (self.settings.request_time_budget or NO_BUDGET_WAIT) - (
             time.perf_counter() - started)
 
-    def _run(self, pipeline: Pipeline, request: SchedulingRequest, view: KnowledgeView,
-             options: RunOptions, started: float) -> PipelineResult:
-        """Steps 3 to 5 on ``view`` within the call's budget; the (promised) result."""
+    def _deadline(self, started: float, options: RunOptions) -> float | None:
+        """The ``time.perf_counter()`` value after which no pipeline step starts (None: none).
+
+        The sooner of the call's ``request_time_budget`` and ``options.deadline``.
+        """
         budget = self.settings.request_time_budget
-        with guard.deadline(self._wait_left(started)):
-            now = options.now or datetime.now(UTC)
-            overlaid = self._with_reservations(request, view, now, options.holds,
-                                               options.commitments)
-            try:
-                result = run_pipeline(pipeline, request, overlaid,
-                                      self.settings.unknown_host_policy,
-                                      deadline=_sooner(started + budget if budget else None,
-                                                       options.deadline),
-                                      memo_limit=self.settings.step_memo_size,
-                                      memo_dropped=self._memo_dropped)
-            except StepFailed as exc:
-                raise _Failure(503, str(exc), "cortex.step_failed") from None
-            if options.promise and self._promises(request):
-                result = promise_group(pipeline, request, view, overlaid, result,
-                                       self.reservations, self.settings.reservation_ttl, now,
-                                       self.metrics) or promise_first(
-                    pipeline, request, view, overlaid, result, self.reservations,
-                    self.settings.reservation_ttl, now)
-                self._unpromised(request, result, options)
-        return result
+        return _sooner(started + budget if budget else None, options.deadline)
 
-    def _promises(self, request: SchedulingRequest) -> bool:
-        """Whether the call is promised: a Nova create or move, with a store and a TTL."""
-        return (self.reservations is not None and self.settings.reservation_ttl > 0
-                and promises(request))
+    def _in_flight(self, now: datetime) -> list[Reservation]:
+        """The reservations not expired at ``now``; none without a store or a TTL.
 
-    def _with_reservations(self, request: SchedulingRequest, view: KnowledgeView,
-                           now: datetime, holds: tuple[Reservation, ...] = (),
-                           commitments: tuple[Any, ...] | None = None) -> KnowledgeView:
-        """``view`` with the in-flight reservations counted (Nova only; ``view`` when none).
-
-        Also counted: other projects' committed room (:mod:`cortex.knowledge.commitments`;
-        ``commitments``, or the view's when None) and ``holds``. A database failure
-        reading the reservations is logged and the call goes on without them, as the
-        knowledge view itself keeps serving through an outage. Reading the table (when
-        the feed does not listen) may take :data:`READ_SHARE` of the call's budget at
-        most, so that a database that hangs leaves the pipeline and the promise their
+        A database failure reading them is logged and the call goes on without them, as
+        the knowledge view itself keeps serving through an outage. Reading the table
+        (when the feed does not listen) may take :data:`READ_SHARE` of the call's budget
+        at most, so that a database that hangs leaves the pipeline and the promise their
         time.
         """
-        if not isinstance(request, NovaRequest):
-            return view
-        committed = view.commitments if commitments is None else commitments
-        active = [*holds, *counted_holds(committed, view.hosts, request.project_id, now)]
-        if self.reservations is not None and self.settings.reservation_ttl:
-            budget = self.settings.request_time_budget or NO_BUDGET_WAIT
-            try:
-                with guard.deadline(budget * READ_SHARE):
-                    active.extend(self.reservations.active(now))
-            except Exception as exc:  # noqa: BLE001 - database trouble must not fail it
-                LOG.warning("in-flight reservations unreadable, not counted: %r", exc)
-        if not active:
-            return view
-        return with_reservations(view, active, now, request.instance_uuid)
-
-    def _unpromised(self, request: SchedulingRequest, result: PipelineResult,
-                    options: RunOptions) -> None:
-        """Apply ``promise_failure_policy`` when the promise step failed.
-
-        The step fails when the reservation store raised (the database failed, did not
-        answer within the call's budget, or is marked down: :mod:`cortex.db.guard`).
-        ``answer``: the ranking goes out unpromised, logged by
-        :func:`~cortex.scheduler.promise.promise_first` and counted in
-        ``cortex_scheduler_unpromised_answers_total``; ``fail``: 503, so Nova keeps its
-        own order (the caller contract's reaction to an internal failure).
-        """
-        step = result.steps[-1] if result.steps else None
-        if step is None or step.name != PROMISE_STEP or step.status != "error":
-            return
-        if self.settings.promise_failure_policy == "fail":
-            raise _Failure(503, f"in-flight reservation not made: {step.reason}",
-                           "cortex.promise_failed")
-        if self.metrics is not None and not options.simulated:
-            self.metrics.unpromised_answers.labels(request.service).inc()
-
-    # -- counting and recording ----------------------------------------------------------
+        if self.reservations is None or not self.settings.reservation_ttl:
+            return []
+        budget = self.settings.request_time_budget or NO_BUDGET_WAIT
+        try:
+            with guard.deadline(budget * READ_SHARE):
+                return list(self.reservations.active(now))
+        except Exception as exc:  # noqa: BLE001 - database trouble must not fail it
+            LOG.warning("in-flight reservations unreadable, not counted: %r", exc)
+            return []
 
     def _disbelieved(self, request: NovaRequest) -> None:
         """Log and count a Nova call whose claimed intent its flags and spec do not back.
@@ -456,102 +414,3 @@ class SchedulerService:
                     "create (request_id=%s)", request.disbelieved_intent, request.request_id)
         if self.metrics is not None:
             self.metrics.disbelieved_intents.labels(request.disbelieved_intent).inc()
-
-    def _contradicted(self, request: SchedulingRequest, choice: Choice,
-                      options: RunOptions) -> None:
-        """Log and count a live call whose ``vmware`` flag the offered hosts overruled.
-
-        Counted in ``cortex_scheduler_vmware_flag_contradictions_total{flag}`` (``flag``:
-        the flag as sent, ``true`` or ``false``); the decision records it
-        (``pipeline_choice``). A simulation only records it.
-        """
-        if choice.overruled is None or options.simulated:
-            return
-        flag = "true" if choice.overruled else "false"
-        LOG.warning("nova external: vmware flag %s contradicted by every offered host known "
-                    "(%s); pipeline %s chosen by the hosts' hypervisor type (request_id=%s "
-                    "global_request_id=%s)", flag, choice.hosts, choice.pipeline.name,
-                    request.request_id, request.global_request_id)
-        if self.metrics is not None:
-            self.metrics.vmware_flag_contradictions.labels(flag).inc()
-
-    def _observe(self, decision: Decision, request: SchedulingRequest,
-                 view: KnowledgeView) -> None:
-        """Count what the pipeline did: step times, removals, reordering, NVLink placements."""
-        metrics = self.metrics
-        if metrics is None:
-            return
-        count_refusal(metrics, decision, request, view, self.pipelines)
-        pipeline = decision.pipeline or "none"
-        for step in decision.steps:
-            if step.status == "ran":
-                duration, removed = metrics.step(pipeline, step.name)
-                duration.observe(step.duration_ms / 1000)
-                if step.kind == "filter" and not step.shadow:
-                    removed.inc(len(step.removed))
-        choice = decision.first_choice()
-        if choice:
-            metrics.reordered.labels(pipeline, choice).inc()
-        connected = gpu_placement(request, view, decision.result or ())
-        if connected is not None:
-            metrics.gpu_placements.labels(
-                pipeline, "connected" if connected else "not_connected").inc()
-
-    def _finish(self, decision: Decision, started: float, options: RunOptions,
-                record: bool) -> None:
-        """Count and log a call (not a simulation); hand it to the recorder when asked."""
-        if not options.simulated:
-            self._account(decision, started)
-        if record and self.recorder is not None:
-            self.recorder.submit(decision)
-
-    def _account(self, decision: Decision, started: float) -> None:
-        """The call's duration and outcome in the metrics, and its log line."""
-        duration = time.perf_counter() - started
-        pipeline = decision.pipeline or "none"
-        if self.metrics is not None:
-            self.metrics.request_duration.labels(decision.service, pipeline,
-                                                 str(decision.status)).observe(duration)
-            self.metrics.requests.labels(decision.service, pipeline,
-                                         decision.intent or "unknown", decision.outcome).inc()
-        detail = f" detail={decision.detail}" if decision.detail else ""
-        LOG.info("%s external: status=%d pipeline=%s hosts=%d->%d duration_ms=%.1f%s",
-                 decision.service, decision.status, pipeline, len(decision.hosts),
-                 len(decision.result or ()), duration * 1000, detail)
-
-
-def _decision(request: SchedulingRequest, options: RunOptions, call_id: str | None,
-              started: float, record: bool, choice: Choice | None,
-              **answer: Any) -> Decision:
-    """The call's Decision: its inputs, ``choice``, ``answer`` (result, status...), timing.
-
-    ``choice``: the pipeline chosen (None: the call ended before); a decision to record
-    gets its id and creation time; its duration runs from ``started`` to now.
-    """
-    hosts = tuple(request.candidates.hosts)
-    return Decision(
-        service=request.service, hosts=hosts,
-        weights=HostWeights(hosts, request.candidates.weights),
-        request_id=request.request_id, global_request_id=request.global_request_id,
-        resource_id=request.resource_id, intent=request.intent, api_request_id=call_id,
-        simulated=options.simulated, overrides=options.overrides if options.simulated else None,
-        id=new_uuid() if record else None, created_at=datetime.now(UTC) if record else None,
-        duration_ms=(time.perf_counter() - started) * 1000,
-        pipeline=choice.pipeline.name if choice else None,
-        pipeline_choice=choice.record if choice else None, **answer)
-
-
-def gpu_placement(request: SchedulingRequest, view: KnowledgeView,
-                  hosts: tuple[str, ...] | list[str]) -> bool | None:
-    """Whether the first host of a multi-GPU Nova request has NVLink-joined free GPUs.
-
-    None when the request asks fewer than 2 GPUs, nothing was answered, or the first
-    host reports no topology. Nova's PCI tracker picks the devices itself, so this
-    says whether a fully NVLink-connected set was free, not which set Nova took.
-    """
-    if not isinstance(request, NovaRequest) or not hosts or request.gpu_count < 2:
-        return None
-    state = view.hosts.get(hosts[0])
-    if state is None or state.topology is None:
-        return None
-    return can_place_connected(state.topology, request.gpu_count)

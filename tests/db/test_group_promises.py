@@ -20,8 +20,8 @@ from sqlalchemy import delete, func, select
 from cortex import conf
 from cortex.db import models
 from cortex.pipeline.config import load_pipelines
-from cortex.scheduler.groups import CLIQUE_LABEL, clique_of, count_expired, gang_of, group_store
 from cortex.scheduler.metrics import SchedulerMetrics
+from cortex.scheduler.promise import CLIQUE_LABEL, clique_of, count_expired, gang_of, group_store
 from cortex.scheduler.service import RunOptions, SchedulerService, SchedulerSettings
 from cortex.store.reservations import ReservationStore
 from tests.fakes import ViewCache, nova, view

@@ -4,7 +4,7 @@ import pytest
 
 from cortex.dashboard.topology import pair_links, topology_layout, topology_matrix
 from cortex.rules.gpu_sets import can_place_connected
-from cortex.scheduler.service import gpu_placement
+from cortex.scheduler.recorder import gpu_placement
 from tests.fake_topology import address, hgx, split_by_mig, topology_host
 from tests.fakes import host, nova, view
 

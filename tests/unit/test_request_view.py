@@ -1,0 +1,59 @@
+"""The request's view with every overlay applied, and the promise's recount of one host."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+
+from cortex.knowledge.commitments import Commitment, Hold
+from cortex.knowledge.reservations import Reservation, recount, request_view
+from tests.fakes import host, view
+
+NOW = datetime(2026, 11, 28, 12, tzinfo=UTC)
+OWNER, OTHER = "a" * 32, "c" * 32
+
+
+def promise(id_, on, instance_uuid, vcpus=2):
+    return Reservation(id_, on, instance_uuid, None, MappingProxyType({"VCPU": vcpus}), (),
+                       NOW, NOW + timedelta(minutes=5))
+
+
+def used(state, rc="VCPU"):
+    return next(iter(state.nodes.values())).inventories[rc].used
+
+
+def committed(on="h2", vcpus=8):
+    hold = Hold("k1", "c1", on, MappingProxyType({"VCPU": vcpus}), ())
+    return Commitment("c1", OWNER, "az-1", vcpus, 1024, 0, (), 1, NOW - timedelta(days=1),
+                      NOW + timedelta(days=1), NOW - timedelta(days=1), None, (hold,))
+
+
+def test_every_overlay_is_counted_but_the_callers_own_room():
+    synced = dataclasses.replace(view(host("h1"), host("h2"), host("h3")),
+                                 commitments=(committed(),))
+    held = promise("hold", "h3", None, vcpus=4)
+    mine, theirs = promise("mine", "h1", "vm-1"), promise("theirs", "h1", "vm-2")
+    seen = request_view(synced, [mine, theirs], NOW, "vm-1", OTHER, holds=(held,))
+    assert (used(seen.hosts["h1"]), used(seen.hosts["h2"]), used(seen.hosts["h3"])) == (2, 8, 4)
+    assert seen.root is synced and seen.overlaid == {"h1", "h2", "h3"}
+    owners = request_view(synced, [], NOW, None, OWNER)
+    assert owners is synced, "the owner's committed room is its own, nothing laid over"
+    assert used(request_view(synced, [], NOW, None, OWNER, commitments=(committed("h1"),))
+                .hosts["h1"]) == 0
+
+
+def test_a_recount_tells_the_counted_reservations_from_new_ones():
+    synced = view(host("h1"), host("h2"))
+    counted = promise("a", "h1", "vm-2")
+    seen = request_view(synced, [counted], NOW, "vm-1", OTHER)
+    unchanged = recount(synced, seen, "h1", "vm-1", NOW)
+    assert unchanged.same and unchanged.state is seen.hosts["h1"] and unchanged.view is seen
+    assert unchanged.expected == {"a"}
+    again = recount(synced, seen, "h1", "vm-1", NOW, [counted, promise("mine", "h1", "vm-1")])
+    assert again.same, "the caller's own earlier reservation does not count"
+    newer = recount(synced, seen, "h1", "vm-1", NOW, [counted, promise("b", "h1", "vm-3")])
+    assert not newer.same and used(newer.state) == 4 and newer.view.hosts["h1"] is newer.state
+    assert newer.view.hosts["h2"] is seen.hosts["h2"] and newer.expected == {"a", "b"}
+    remade = recount(synced, seen, "h1", "vm-1", NOW, [counted], judged=False)
+    assert remade.same and remade.state is not seen.hosts["h1"] and used(remade.state) == 2
