@@ -2,7 +2,8 @@
 
 Run: .venv/bin/python bench/latency.py [--fleet gpu|kvm] [--sizes 100,1000]
      [--workers 1,2] [--bodies 2gpu-required,...] [--requests 300] [--inflight N]
-     [--first-sizes 1000] [--memory-sizes 10000] [--set scheduler_step_memo_size=0]
+     [--first-sizes 1000] [--first-workers 5] [--memory-sizes 10000]
+     [--set scheduler_step_memo_size=0]
      [--scrape-every 15]
 
 ``--fleet gpu`` (the default): a seeded fleet of N GPU hosts of six kinds with drawn
@@ -36,10 +37,11 @@ scrapes its ``/metrics`` every S seconds (0: never); the row then says how many 
 ran and their mean time.
 
 ``--first-sizes``: a one-worker gunicorn serves the first body once and stops (the
-worker before a restart or a deploy, which stores its request shape); then on a
-freshly started one (warmed before it serves, as shipped, with the stored shapes), the
-first call of that body, a second body's first call (a request shape never seen), the
-p50 of the following calls, and the median of five calls each made after 0.5 s idle (a
+worker before a restart or a deploy, which stores its request shape); then on each of
+``--first-workers`` freshly started ones (warmed before it serves, as shipped, with the
+stored shapes), the first call of that body, on the first of them a second body's first
+call (a request shape never seen), the p50 of the following calls, and the median of
+five calls each made after 0.5 s idle, medians over the workers (a
 first call comes after idling too, and this machine runs the same work 2-4x slower
 then). ``--memory-sizes``: the
 time to load the knowledge view in a fresh process and the resident memory of a
@@ -605,26 +607,60 @@ def earlier_worker(url: str, settings: list[str], payload: bytes) -> None:
         process.wait(timeout=30)
 
 
-def first_calls(port: int, bodies: dict[str, bytes], requests: int
-                ) -> tuple[float, float, float, float]:
-    """On a fresh worker: (first call ms, another body's first call ms, warm p50 ms, warm
-    ms after idling).
+def first_calls(port: int, bodies: dict[str, bytes], requests: int, never_seen: bool
+                ) -> tuple[float, float | None, float, float]:
+    """On a fresh worker: (first call ms, another body's first call ms or None, warm p50
+    ms, warm ms after idling).
 
-    The last is the median of five warm calls each made after 0.5 s without a call: a
-    fresh worker's first call also comes after its worker sat idle, and this 2-vCPU
-    machine runs the same work 2-4x slower after a few idle milliseconds than back to
-    back, whatever the code.
+    The second body's first call is made when ``never_seen`` (no worker met its shape
+    yet). The last is the median of five warm calls each made after 0.5 s without a
+    call: a fresh worker's first call also comes after its worker sat idle, and this
+    2-vCPU machine runs the same work 2-4x slower after a few idle milliseconds than
+    back to back, whatever the code.
     """
     (_, first), (_, second) = list(bodies.items())[:2]
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     cold = answered(connection, first) * 1000
-    new_shape = answered(connection, second) * 1000
+    new_shape = answered(connection, second) * 1000 if never_seen else None
     samples = sorted(answered(connection, first) for _ in range(requests))
     idle = []
     for _ in range(5):
         time.sleep(0.5)
         idle.append(answered(connection, first) * 1000)
     return cold, new_shape, statistics.median(samples) * 1000, statistics.median(idle)
+
+
+def fresh_workers(workload: Workload, n: int, tmp: str, args) -> str:
+    """The fresh-worker line at N hosts: ``args.first_workers`` workers started one after
+    another, after an earlier one served the first body once and stopped.
+
+    One first call per worker is one sample, where a warm p50 is the median of many:
+    on a shared machine a single sample lands anywhere in the calls' spread, so the line
+    gives the median first call over the workers (and their range) against the median
+    of their warm p50s.
+    """
+    url = database(workload, n, tmp)
+    bodies = workload.bodies(n)
+    earlier_worker(url, args.set, next(iter(bodies.values())))
+    colds, warms, idles, new_shape = [], [], [], None
+    for worker in range(args.first_workers):
+        process, port = serve("cortex.wsgi:application", 1, environment(url, args.set))
+        try:
+            cold, shape, warm, idle = first_calls(port, bodies, min(args.requests, 100),
+                                                  never_seen=worker == 0)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+        colds.append(cold)
+        warms.append(warm)
+        idles.append(idle)
+        new_shape = shape if shape is not None else new_shape
+    cold, warm, idle = (statistics.median(v) for v in (colds, warms, idles))
+    return (f"{n:6d} hosts, {len(colds)} fresh workers: first call {cold:.1f} ms median "
+            f"({min(colds):.1f}-{max(colds):.1f}; a shape an earlier worker met), first "
+            f"call of a shape never seen {new_shape:.1f} ms, then p50 {warm:.2f} ms, "
+            f"{idle:.2f} ms after 0.5 s idle (first / warm {cold / warm:.1f}, first / warm "
+            f"after idling {cold / idle:.1f}, never seen / warm {new_shape / warm:.1f})")
 
 
 def environment(url: str, settings: list[str]) -> dict[str, str]:
@@ -694,6 +730,8 @@ def main() -> None:
     parser.add_argument("--bodies", default="", help="comma-separated body names (all)")
     parser.add_argument("--first-sizes", default="1000",
                         help="fleet sizes to time a fresh worker's first calls at")
+    parser.add_argument("--first-workers", type=int, default=5,
+                        help="fresh workers to time the first calls of, one after another")
     parser.add_argument("--memory-sizes", default="10000",
                         help="fleet sizes to measure the view's load time and a worker's "
                              "resident memory at")
@@ -711,20 +749,7 @@ def main() -> None:
         if sizes:
             latency_table(workload, sizes, [int(w) for w in args.workers.split(",")], args, tmp)
         for n in (int(s) for s in args.first_sizes.split(",") if s):
-            url = database(workload, n, tmp)
-            bodies = workload.bodies(n)
-            earlier_worker(url, args.set, next(iter(bodies.values())))
-            process, port = serve("cortex.wsgi:application", 1, environment(url, args.set))
-            try:
-                cold, new_shape, warm, idle = first_calls(port, bodies, args.requests)
-            finally:
-                process.terminate()
-                process.wait(timeout=30)
-            print(f"{n:6d} hosts, fresh worker: first call {cold:.1f} ms (a shape an earlier "
-                  f"worker met), first call of a shape never seen {new_shape:.1f} ms, then "
-                  f"p50 {warm:.2f} ms, {idle:.2f} ms after 0.5 s idle (first / warm "
-                  f"{cold / warm:.1f}, first / warm after idling {cold / idle:.1f}, never "
-                  f"seen / warm {new_shape / warm:.1f})", flush=True)
+            print(fresh_workers(workload, n, tmp, args), flush=True)
         for n in (int(s) for s in args.memory_sizes.split(",") if s):
             url = database(workload, n, tmp)
             started, viewed, used = worker_memory(workload, n, url, tmp)
