@@ -27,9 +27,11 @@ import math
 import random
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline import memo
@@ -252,41 +254,75 @@ class CarriedAnswers:
     host and request shape with that view (:mod:`cortex.pipeline.memo`), so every step
     judges every host again after each event. Here each new view is still a new synced
     view of every host (facts built per view, as the capacity tables, are built anew),
-    but it takes over the previous view's answer store and host index, with the answers
-    of the hosts whose state changed since then forgotten (and every answer of the steps
-    of :data:`FLEET_LEARNED_STEPS`): a step asks again only about hosts whose state
-    changed since it last judged them under the same request shape. The decisions are
-    the slow replay's (``tests/unit/test_simulator_fast.py`` checks it on a sample).
-    One chain of views per request kind (:data:`cortex.simulator.cloud.KINDS`).
+    but it takes over the previous view's answer store (:class:`CarriedStore`) and host
+    index: a step asks again only about hosts whose state changed since it last judged
+    them under the same request shape (steps of :data:`FLEET_LEARNED_STEPS` about every
+    host). The decisions are the slow replay's (``tests/unit/test_simulator_fast.py``
+    checks it on samples). One chain of views per request kind
+    (:data:`cortex.simulator.cloud.KINDS`).
     """
 
     def __init__(self, cloud: SimCloud, limit: int = SETTINGS.step_memo_size) -> None:
         self.cloud = cloud
         self.limit = limit
-        self._last: dict[str, KnowledgeView] = {}
+        self._last: dict[str, tuple[KnowledgeView, CarriedStore, memo.HostIndex]] = {}
 
     def view(self) -> KnowledgeView:
         """The cloud's view now, holding the answers still valid from the last one."""
         current = self.cloud.view()
         kind = self.cloud.kind if self.cloud.flexible else "pci"
-        previous = self._last.get(kind)
-        self._last[kind] = current
-        if previous is None or previous is current:
+        last = self._last.get(kind)
+        if last is not None and last[0] is current:
             return current
-        store = memo.store_of(previous, self.limit)
-        index = memo.host_index(previous, "nova")
-        states = previous.hosts
-        changed = [index.positions[name] for name, state in current.hosts.items()
-                   if state is not states[name]]
-        for table in list(store._tables.values()):  # noqa: SLF001 - no public walk
-            if table.key[0][0] in FLEET_LEARNED_STEPS:
-                table.codes[:] = memo.UNKNOWN
-            elif changed:
-                table.codes[changed] = memo.UNKNOWN
-            table.reserved.clear()
+        if last is None:
+            index = memo.host_index(current, "nova")
+            store = CarriedStore(self.limit, len(index))
+        else:
+            previous, store, index = last
+            states = previous.hosts
+            changed = [index.positions[name] for name, state in current.hosts.items()
+                       if state is not states[name]]
+            store.changed(changed)
+            current.derived(("host-index", "nova"), lambda _: index)
         current.derived(("step-answers", self.limit), lambda _: store)
-        current.derived(("host-index", "nova"), lambda _: index)
+        self._last[kind] = (current, store, index)
         return current
+
+
+class CarriedStore(memo.AnswerStore):
+    """An answer store that outlives its view: answers of changed hosts are forgotten.
+
+    Each host position remembers the last change (:meth:`changed`, counted in changes of
+    the cloud), each table the change it was last brought up to; a table handed out
+    forgets the answers of the hosts changed since (every answer, for the steps of
+    :data:`FLEET_LEARNED_STEPS`), so the cost of a change is paid only by the tables
+    that are used again.
+    """
+
+    def __init__(self, limit: int, hosts: int) -> None:
+        super().__init__(limit)
+        self.change = 0
+        self.changed_at = np.zeros(hosts, np.int64)
+        self._seen: dict[Hashable, int] = {}
+
+    def changed(self, positions: Sequence[int]) -> None:
+        """The hosts at ``positions`` (of the host index) changed (a new view)."""
+        self.change += 1
+        if positions:
+            self.changed_at[positions] = self.change
+
+    def table(self, key: Hashable, size: int = 0, weighs: bool = False) -> memo.AnswerTable:
+        """The table under ``key`` (see AnswerStore.table), brought up to the last change."""
+        table = super().table(key, size, weighs)
+        seen = self._seen.get(key)
+        if seen is not None and seen < self.change:
+            if key[0][0] in FLEET_LEARNED_STEPS:  # type: ignore[index]
+                table.codes[:] = memo.UNKNOWN
+            else:
+                table.codes[self.changed_at > seen] = memo.UNKNOWN
+            table.reserved.clear()
+        self._seen[key] = self.change
+        return table
 
 
 #: The order the simulated Nova offers its hosts in. ``fleet``: the fleet's, as Nova's
