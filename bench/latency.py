@@ -348,6 +348,7 @@ class Target:
         self.answers: list[tuple[int, int]] = []  # (hosts, bytes) of each sequential call
         self.samples: list[float] = []  # seconds of each timed sequential call
         self.rate, self.loaded, self.failed = 0.0, 0, 0  # the concurrent part
+        self.warm_failed = 0  # warm-up calls answered 503 (the time budget ran out)
         self.scrapes: list[float] = []
         self.promises: tuple[int, int, float, float] = (0, 0, 0.0, 0.0)
 
@@ -375,7 +376,9 @@ def measure(targets: list[Target], requests: int, scrape_every: float = 0.0) -> 
     the load) are left in ``failed``. For a target with a ``url`` (Cortex),
     ``promises`` is (calls, made, refused, skipped) over every call of this measure,
     warm-up included, and its ``/metrics`` is scraped every ``scrape_every`` s (0:
-    never) while its calls are timed. A warm-up call answered ``[]`` stops the run.
+    never) while its calls are timed. A warm-up call answered ``[]`` stops the run; one
+    answered 503 (a shape's first call on a loaded machine may run out of its time
+    budget) is counted in ``warm_failed`` and made again.
 
     Each part starts once the decision records of the calls before it are written
     (the writer shares the worker's interpreter), and the throughput counts the time
@@ -388,8 +391,15 @@ def measure(targets: list[Target], requests: int, scrape_every: float = 0.0) -> 
         before[target.name] = promise_counts(target.port) if target.url else (0.0, 0.0)
         connections[target.name] = http.client.HTTPConnection("127.0.0.1", target.port,
                                                               timeout=30)
-        target.answers = [call(connections[target.name], target.traffic.next())[1:]
-                          for _ in range(10)]
+        target.answers = []
+        while len(target.answers) < 10:  # the first call of a shape may run out of time
+            try:
+                target.answers.append(call(connections[target.name],
+                                           target.traffic.next())[1:])
+            except RuntimeError:  # a 503: retried, at most 10 times
+                target.warm_failed += 1
+                if target.warm_failed > 10:
+                    raise
         if not all(h for h, _ in target.answers):
             raise SystemExit("a warm-up call answered []: the steps meant to be timed "
                              "did not run")
@@ -701,6 +711,8 @@ def latency_table(workload: Workload, sizes: list[int], workers: list[int], args
                     calls, made, refused, skipped = ours.promises
                     note = (f"  ({ours.failed} calls under load answered 503)"
                             if ours.failed else "")
+                    if ours.warm_failed:
+                        note += f"  ({ours.warm_failed} warm-up calls answered 503)"
                     if ours.scrapes:
                         note += (f"  ({len(ours.scrapes)} scrapes, mean "
                                  f"{1000 * statistics.fmean(ours.scrapes):.1f} ms)")
