@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 
 from cortex.knowledge.commitments import Commitment, Hold
-from cortex.knowledge.reservations import Reservation, recount, request_view
-from tests.fakes import host, view
+from cortex.knowledge.reservations import (
+    Reservation,
+    counted_on,
+    recount,
+    request_view,
+    with_reservations,
+)
+from tests.fakes import host, instance, view
 
 NOW = datetime(2026, 11, 28, 12, tzinfo=UTC)
 OWNER, OTHER = "a" * 32, "c" * 32
@@ -57,3 +64,31 @@ def test_a_recount_tells_the_counted_reservations_from_new_ones():
     assert newer.view.hosts["h2"] is seen.hosts["h2"] and newer.expected == {"a", "b"}
     remade = recount(synced, seen, "h1", "vm-1", NOW, [counted], judged=False)
     assert remade.same and remade.state is not seen.hosts["h1"] and used(remade.state) == 2
+
+
+def test_an_overlay_made_from_the_last_one_is_the_one_made_whole():
+    """Calls on one synced view reuse its last overlay (only the hosts whose reservations
+    came or went are recounted); each answer equals the overlay made on a fresh view."""
+    rng = random.Random(7)
+    names = [f"h{i}" for i in range(12)]
+    states = [host(name, instances=[instance("vm-placed")] if name == "h3" else ())
+              for name in names]
+    synced, live = view(*states), []
+    for step in range(300):
+        roll = rng.random()
+        if roll < 0.5 or not live:
+            live.append(promise(f"r{step}", rng.choice([*names, "gone"]),
+                                rng.choice([f"vm-{step}", None, "vm-placed"]),
+                                rng.randint(1, 3)))
+        elif roll < 0.7:
+            live.pop(rng.randrange(len(live)))
+        elif roll < 0.8:
+            live = [dataclasses.replace(r, expires_at=NOW) if rng.random() < 0.1 else r
+                    for r in live]
+        asking = rng.choice([None, *(r.instance_uuid for r in live[-3:])])
+        now = NOW + timedelta(seconds=rng.choice([0, 0, 1]))
+        made = with_reservations(synced, list(live), now, asking)
+        whole = with_reservations(view(*states), list(live), now, asking)
+        assert dict(made.hosts) == dict(whole.hosts), step
+        assert (made.overlaid, made.reservations) == (whole.overlaid, whole.reservations)
+        assert [counted_on(made, h) for h in names] == [counted_on(whole, h) for h in names]
