@@ -13,7 +13,7 @@ Who a hold counts against, while its commitment is active:
 
 - another project's request sees the hold as used capacity (its GPUs in use), laid
   over the view with the in-flight reservations
-  (:func:`cortex.knowledge.reservations.with_reservations`), so the capacity, GPU and
+  (:func:`cortex.knowledge.reservations.request_view`), so the capacity, GPU and
   NUMA filters steer it off that room;
 - the owner's requests see the room free, and ``weigher_commitment`` sends them there;
 - never twice: once the owner's instances sit on a host, Placement's usage counts them,

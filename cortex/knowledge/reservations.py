@@ -13,6 +13,12 @@ still shows the instance moving on its source. The nova sync deletes a reservati
 no longer counts (:func:`kept`); the rest are deleted when their TTL passes, and until
 then still tell the group's later calls where their siblings went.
 
+It is also where a request's every overlay is laid: :func:`request_view` is the view
+one Nova request is judged on, with other projects' committed room (the free holds of
+:mod:`cortex.knowledge.commitments`, :func:`counted_holds`), the in-flight reservations
+and the caller's own holds counted; :func:`recount` is the promise's one question about
+a host under its lock, and :func:`relaid` lays a group's planned members over a view.
+
 This module is pure; :mod:`cortex.store.reservations` keeps them in the database,
 :mod:`cortex.store.memory` in process (the simulator, one-process tests).
 """
