@@ -21,7 +21,8 @@ the paired differences with their 95 % intervals and the unallocated GPUs at 100
 arrived (``cortex.simulator.report.summary``).
 
 ``--fast`` replays with the steps' per-host answers carried between events
-(``cortex.simulator.replay.CarriedAnswers``; the same decisions).
+(``cortex.simulator.replay.CarriedAnswers``; the same decisions); ``--only SCENARIO``
+runs only the scenarios named.
 
 ``--whole-fleet`` runs Weng et al.'s setting instead: every GPU node of the trace (1,213
 nodes, 6,212 GPUs), every GPU shared any way (``gpu_sharing: any``, ``--vgpu-slots``
@@ -168,6 +169,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--alibaba-samples", type=int, default=4)
     parser.add_argument("--fast", action="store_true")
+    parser.add_argument("--only", action="append", metavar="SCENARIO")
     parser.add_argument("--whole-fleet", action="store_true")
     parser.add_argument("--pod-list", default="openb_pod_list_default.csv")
     parser.add_argument("--vgpu-slots", type=int, default=100)
@@ -182,8 +184,10 @@ def main() -> None:
         return
     pipelines = load_pipelines(conf.shipped_file("pipelines.yaml"))
     results: dict[tuple[str, str], list] = {}
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for scenario, fleet, trace in scenarios(args.trace_dir, args.seeds, args.alibaba_samples):
+        if args.only and scenario not in args.only:
+            continue
         for pipeline in PIPELINES:
             run = replay(fleet, trace, pipelines, pipeline, fast=args.fast)
             results.setdefault((scenario, pipeline), []).append(run)
@@ -214,7 +218,7 @@ def main() -> None:
             print(f"| {scenario} | `{other}` | {paired['mean_diff_pct']:+.1f} % | "
                   f"[{low:+.1f}, {high:+.1f}] % | {unallocated} |")
     print(f"\n{sum(len(r) for r in results.values())} replays in "
-          f"{time.perf_counter() - started:.0f} s")
+          f"{time.perf_counter() - started:.0f} s ({time.process_time() - cpu:.1f} s of CPU)")
 
 
 if __name__ == "__main__":
