@@ -131,7 +131,7 @@ class World:
         try:
             return self.nova.call("boot", flavor=flavor, expect=expect, **args)["servers"]
         except LoopError as exc:
-            raise LoopError(f"{exc}\nCortex's removals: {self.removals()}") from None
+            raise LoopError(f"{exc}\n{self.explain()}") from None
 
     def move(self, command: str, **args) -> dict:
         """The server after a move command (``resize``, ``migrate``, ``live_migrate``,
@@ -141,12 +141,66 @@ class World:
         try:
             return self.nova.call(command, **args)
         except LoopError as exc:
+            raise LoopError(f"{exc}\n{self.explain()}") from None
+
+    def explain(self) -> str:
+        """What a failed flow needs to be understood: what Cortex removed in its last
+        calls and holds (reservations, GPUs), the computes' services, what each GPU host
+        held in Nova and Placement, and the scheduler's and conductor's last words. Each
+        part that cannot be read says why instead."""
+        def gpus(host):
+            return [(g["pci_address"], g.get("in_use"), g.get("in_use_source"),
+                     (g.get("health") or {}).get("healthy"))
+                    for g in self.cortex.get(f"/v1/topology/{host}").get("gpus", [])]
+
+        def rows():
+            with self.engine.connect() as connection:
+                return [tuple(r) for r in connection.execute(text(
+                    "SELECT host, instance_uuid, group_id, resources, gpus, expires_at"
+                    " FROM inflight_reservations"))]
+
+        def held():
             roots = self.nova.call("state")["providers"]
-            held = {host: {"usage": self.nova.call("usage", host=host),
+            return {host: {"usage": self.nova.call("usage", host=host),
                            "placement": self.placement_usages(roots[host])}
                     for host in fleet.GPU_HOSTS}
-            raise LoopError(f"{exc}\nCortex's removals: {self.removals()}\n"
-                            f"GPU hosts: {held}") from None
+
+        def words():
+            return "\n".join(line for line in self.nova.call("log", lines=400)["log"]
+                             if any(k in line for k in ("Filter", "NoValidHost", "down",
+                                                        "Failed", "ERROR", "retries")))
+
+        def stored():
+            with self.engine.connect() as connection:
+                version = connection.execute(text(
+                    "SELECT version FROM knowledge_version")).scalar()
+                pci = connection.execute(text(
+                    "SELECT p.name, i.total, i.reserved, i.used FROM provider_inventories i"
+                    " JOIN resource_providers p ON p.uuid = i.provider_uuid"
+                    " WHERE i.resource_class LIKE 'CUSTOM_PCI_%' AND (i.used > 0"
+                    " OR i.reserved > 0) ORDER BY p.name")).all()
+            return {"version": version, "worker version": self.cortex.knowledge_version(),
+                    "PCI providers used or reserved": [tuple(r) for r in pci]}
+
+        def explanation():
+            last = [c for c in self.calls() if c.get("decision_id")][-1]
+            return str(self.cortex.get(f"/v1/decisions/{last['decision_id']}/explanation"))[:4000]
+
+        parts = {"Cortex's removals": self.removals,
+                 "Cortex's explanation of its last call": explanation,
+                 "Cortex's stored knowledge": stored,
+                 "Cortex's reservations": self.cortex.reservations,
+                 "reservation rows": rows,
+                 "Cortex's GPUs": lambda: {host: gpus(host) for host in fleet.GPU_HOSTS},
+                 "services": lambda: self.nova.call("services")["services"],
+                 "GPU hosts": held, "Nova's log": words}
+        told = []
+        for name, read in parts.items():
+            try:
+                told.append(f"{name}: {read()}")
+            except Exception as exc:  # noqa: BLE001 - a diagnosis never hides the failure
+                told.append(f"{name}: unreadable ({type(exc).__name__}: {exc})")
+        return "\n".join(told)
 
     def placement_usages(self, root: str) -> dict[str, dict[str, int]]:
         """Placement's usages of every provider in ``root``'s tree that has some."""

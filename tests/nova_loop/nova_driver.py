@@ -569,6 +569,12 @@ class Loop(base.ServersTestBase):
         HOOK.free_races()
         return {}
 
+    def cmd_services(self):
+        """Every nova-compute service as the API lists it (state, status, forced down)."""
+        return {"services": [{k: s.get(k) for k in ("host", "state", "status",
+                                                      "forced_down", "updated_at")}
+                             for s in self.api.get_services(binary="nova-compute")]}
+
     def cmd_log(self, lines=200):
         """The last lines of the driver's log."""
         return {"log": LOG_FILE.read_text().splitlines()[-lines:] if LOG_FILE else []}

@@ -388,8 +388,8 @@ def test_the_descheduler_moves_a_vm_through_nova(loop, clouds):
     mark = loop.mark()
     mover = NovaMover(openstack.connect(cloud="nova-loop"), timeout=60, poll_interval=0.2)
     outcome = mover.move(server["id"], source, target, "cold")
-    assert (outcome.state, outcome.detail) == ("completed",
-                                               f"cold-migrated to {target} and confirmed")
+    assert (outcome.state, outcome.detail) == (
+        "completed", f"cold-migrated to {target} and confirmed"), loop.explain()
     moved = loop.nova.call("show", server=server["id"])
     assert (host_of(moved), moved["status"]) == (target, "ACTIVE")
     call = move_call(loop, mark, server, "resize")

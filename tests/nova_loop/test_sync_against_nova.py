@@ -144,7 +144,7 @@ def busy(loop):
     loop.boot(loop.flavor("h100x1", **H100X1), name="member", group=group["id"])
     loop.boot(loop.flavor("h100x2", **H100X2), name="pair")
     moving = loop.boot(loop.flavor("numa2", **NUMA_PINNED), name="moving")[0]
-    loop.nova.call("migrate", server=moving["id"], confirm=False)
+    loop.move("migrate", server=moving["id"], confirm=False)
     yield loop
     loop.nova.call("confirm", server=moving["id"])
 
@@ -205,7 +205,7 @@ def test_reading_nova_changes_leaves_what_a_full_read_leaves(loop):
     loop.sync()  # a run of both sources: the next ones read changes
     kept = loop.boot(loop.flavor("h100x1", **H100X1), name="kept")[0]
     gone = loop.boot(loop.flavor("h100x2", **H100X2), name="gone")[0]
-    loop.nova.call("resize", server=kept["id"], flavor=loop.flavor("h100x2", **H100X2))
+    loop.move("resize", server=kept["id"], flavor=loop.flavor("h100x2", **H100X2))
     loop.nova.call("delete", servers=[gone["id"]])
     loop.sync()
     with loop.engine.connect() as connection:
