@@ -461,6 +461,10 @@ def _throughput(target: Target, scrape_every: float) -> None:
     target.scrapes = target.scrapes + loaded.durations
 
 
+#: Numbers the databases of this run.
+_DATABASES = itertools.count()
+
+
 def _drop(admin, name: str) -> None:
     """Drop this run's database at exit, whoever still holds a connection to it."""
     with admin.connect() as c:
@@ -476,7 +480,8 @@ def new_database(tag: str, tmp: str) -> str:
                             "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     try:
         admin = make_engine(server, isolation_level="AUTOCOMMIT")
-        name = f"cortex_bench_{os.getpid()}_{tag}"  # two runs never collide
+        # two runs never collide, nor two databases of one run with the same tag
+        name = f"cortex_bench_{os.getpid()}_{next(_DATABASES)}_{tag}"
         with admin.connect() as c:
             c.execute(text(f"CREATE DATABASE {name}"))
         atexit.register(_drop, admin, name)
