@@ -132,7 +132,8 @@ def whole_fleet(args: argparse.Namespace) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
     jobs = [(args.trace_dir, args.pod_list, args.vgpu_slots, args.level, seed, policy)
-            for seed in range(1, args.seeds + 1) for policy in args.policy]
+            for seed in range(args.first_seed, args.first_seed + args.seeds)
+            for policy in args.policy]
     started = time.perf_counter()
     found = []
     with ProcessPoolExecutor(args.jobs) as pool, open(args.out, "a") as out:
@@ -174,6 +175,7 @@ def main() -> None:
     parser.add_argument("--pod-list", default="openb_pod_list_default.csv")
     parser.add_argument("--vgpu-slots", type=int, default=100)
     parser.add_argument("--level", type=float, default=1.0)
+    parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--policy", action="append")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--out", default="whole-fleet.jsonl")
