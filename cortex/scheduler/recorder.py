@@ -22,6 +22,7 @@ A simulation is built and queued (when asked) the same way and counted nowhere.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from datetime import UTC, datetime
@@ -80,6 +81,11 @@ class CallRecorder:
             knowledge_version=view.version, demand=demand,
             status=200, outcome="simulated" if options.simulated else "ok")
         if live:
+            if not decision.result:  # the decision log names the cause /metrics counts
+                cause = refusal_cause(decision.steps, len(decision.hosts),
+                                      self.pipelines.pipelines.get(decision.pipeline or ""),
+                                      request, view).cause
+                decision = dataclasses.replace(decision, cause=cause)
             self._contradicted(request, choice)
             self._observe(decision, request, view)
             self._account(decision, started)
@@ -142,16 +148,16 @@ class CallRecorder:
 
     def _observe(self, decision: Decision, request: SchedulingRequest,
                  view: KnowledgeView) -> None:
-        """Count what the pipeline did: steps, removals, reordering, placements, refusals."""
+        """Count what the pipeline did: steps, removals, reordering, placements, refusals.
+
+        An answer with no host is counted by the ``cause`` its decision names.
+        """
         metrics = self.metrics
         if metrics is None:
             return
         pipeline = decision.pipeline or "none"
         if decision.status == 200 and not decision.result:
-            refusal = refusal_cause(decision.steps, len(decision.hosts),
-                                    self.pipelines.pipelines.get(decision.pipeline or ""),
-                                    request, view)
-            metrics.no_valid_host.labels(decision.service, pipeline, refusal.cause).inc()
+            metrics.no_valid_host.labels(decision.service, pipeline, decision.cause).inc()
         for step in decision.steps:
             if step.status == "ran":
                 duration, removed = metrics.step(pipeline, step.name)

@@ -19,6 +19,11 @@ from cortex.decision import Decision, StepResult
 from cortex.ids import new_uuid
 from cortex.services import history
 from cortex.store.decisions import DecisionStore, DecisionWriter, refusals_by_cause
+from tests.api.test_contract import post
+from tests.api.test_group_promises import reserving  # noqa: F401 - a fixture
+from tests.api.test_reservations import FLAVOR, HOST
+from tests.fakes import nova_body
+from tests.waiting import DEADLINE
 
 
 def removed_by(step, *hosts):
@@ -142,3 +147,21 @@ def test_a_cause_the_scheduler_named_is_stored_and_read_back(engine):
         with engine.begin() as connection:
             connection.execute(delete(DecisionRow).where(DecisionRow.id == named.id))
 
+
+
+def test_a_live_refusal_is_logged_with_the_cause_the_counter_counts(reserving, engine):  # noqa: F811,E501
+    """Four creates for cmp0007, which has room for three: the fourth finds the room
+    promised to the others; its decision is stored with the cause ``reservations``, the
+    very label ``cortex_scheduler_no_valid_host_total`` counts it under."""
+    client = reserving.test_client()
+    answers = [post(client, "nova", nova_body(hosts=[HOST], flavor=FLAVOR, spec={
+        "instance_uuid": new_uuid()})) for _ in range(4)]
+    assert [a.get_json()["hosts"] for a in answers] == [[HOST]] * 3 + [[]]
+    reserving.extensions["cortex"].decisions.flush(DEADLINE)
+    decision_id = answers[-1].headers["x-cortex-decision-id"]
+    with engine.connect() as connection:
+        assert connection.execute(select(DecisionRow.cause).where(
+            DecisionRow.id == decision_id)).scalar() == "reservations"
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert re.search(r'cortex_scheduler_no_valid_host_total\{cause="reservations",'
+                     r'pipeline="[^"]+",service="nova"\} 1\.0', metrics), metrics
