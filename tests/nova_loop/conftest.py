@@ -9,6 +9,7 @@ syncs), so the tests do not depend on their order.
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -23,7 +24,14 @@ from cortex.sync.sources import build_sources
 from tests.conftest import _create_postgres_database, _drop_postgres_database
 from tests.differential.nova_venv import NovaUnavailable, nova_functional_venv
 from tests.nova_loop import fleet
-from tests.nova_loop.harness import CLOUD, CortexServer, LoopError, NovaProcess, clouds_yaml
+from tests.nova_loop.harness import (
+    CLOUD,
+    CortexServer,
+    LoopError,
+    NovaProcess,
+    clouds_yaml,
+    http,
+)
 
 
 @pytest.fixture(scope="package")
@@ -186,7 +194,15 @@ class World:
             last = [c for c in self.calls() if c.get("decision_id")][-1]
             return str(self.cortex.get(f"/v1/decisions/{last['decision_id']}/explanation"))[:4000]
 
+        def worker_gpus():
+            status, page = http("GET", f"{self.cortex.url}/ui/gpus/panel")
+            text = page if isinstance(page, str) else str(page)
+            rows = {host: re.findall(r'class="gpu ([^"]*)" title="([^"]*)"', row)
+                    for host, row in re.findall(r'id="gpus-([^"]+)"(.*?)</tr>', text, re.S)}
+            return rows or (status, text[:300])
+
         parts = {"Cortex's removals": self.removals,
+                 "the worker's GPUs (dashboard)": worker_gpus,
                  "Cortex's explanation of its last call": explanation,
                  "Cortex's stored knowledge": stored,
                  "Cortex's reservations": self.cortex.reservations,
