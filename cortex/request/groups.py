@@ -13,7 +13,7 @@ any hint through; values are lists of strings):
 - ``network_bandwidth``: the minimum uplink bandwidth of the domain, Gbit/s;
 - ``group_size`` and ``group_id``: name the group explicitly;
 - ``nvlink_clique``: ``true``/``false``; true places the whole group inside one
-  multi-node NVLink domain (:func:`cortex.scheduler.groups.clique_of`) or refuses it.
+  multi-node NVLink domain (:func:`cortex.scheduler.promise.clique_of`) or refuses it.
 
 Bad values raise BadRequest (answered 400).
 """

@@ -13,7 +13,7 @@ same way).
   whole request and gives back the claims made, but the promises of the members
   answered before it stay counted until their time-to-live ends: room a partial group
   holds that nobody can use.
-- **All or nothing**: the store keeps group promises (:mod:`cortex.scheduler.groups`):
+- **All or nothing**: the store keeps group promises (:mod:`cortex.scheduler.promise`):
   the first call promises every member's room or is refused with nothing held.
 
 A job that did not start tries again ``retry_s`` later, until ``give_up_s`` after its

@@ -11,7 +11,7 @@ transaction it takes the advisory locks of the group's key and of every host the
 names (the same per-host locks as :meth:`ReservationStore.lock_host`, taken in the
 order of their lock keys so that two groups never wait for each other in a cycle),
 reads the group's row and the hosts' unexpired reservations; the scheduler re-checks
-its plan with them (:mod:`cortex.scheduler.groups`) and writes the whole group or
+its plan with them (:mod:`cortex.scheduler.promise`) and writes the whole group or
 nothing. :meth:`GroupPromiseStore.claim` hands a later member a slot in one short
 transaction: the row's update takes it only while no member has. The embedded SQLite
 default serves one process: the reservation store's process lock serialises the group
