@@ -17,20 +17,11 @@ from cortex.pipeline.config import load_pipelines
 from cortex.request.nova import NovaRequest
 from cortex.scheduler.refusals import refusal_cause
 from cortex.scheduler.service import SchedulerService, SchedulerSettings
-from cortex.simulator.capacity import Shape, empty_view, request_body
+from cortex.simulator.capacity import empty_view, request_body
 from cortex.simulator.cloud import SimCloud
 from cortex.simulator.fleet import read_fleet
 from cortex.simulator.session import resolve_fleet
-
-SHAPE = Shape(64, 262144, 8, project_id="someone")
-
-
-class Fixed:
-    def __init__(self, view):
-        self._view = view
-
-    def view(self):
-        return self._view
+from tests.unit.test_refusals import SHAPE, Fixed
 
 
 @pytest.fixture(scope="module")
