@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import uuid
 
 import pytest
 from sqlalchemy import text
@@ -23,6 +24,7 @@ from cortex.sync.runner import run_source
 from cortex.sync.sources import build_sources
 from tests.conftest import _create_postgres_database, _drop_postgres_database
 from tests.differential.nova_venv import NovaUnavailable, nova_functional_venv
+from tests.fakes import nova_body
 from tests.nova_loop import fleet
 from tests.nova_loop.harness import (
     CLOUD,
@@ -260,6 +262,40 @@ class World:
         with self.engine.begin() as connection:  # see docs/nova-in-the-loop.md
             connection.execute(text("DELETE FROM inflight_reservations"))
         self.refresh()
+        self.assert_fleet_empty()
+
+    def assert_fleet_empty(self) -> None:
+        """Cortex, asked (simulated, nothing promised) about a 1x H100 guest on both H100
+        hosts of the emptied fleet, keeps both: a test that left Cortex believing a GPU
+        taken fails here, at its own teardown, with what Cortex holds."""
+        status, answer = http("POST", f"{self.cortex.url}/v1/scheduler/nova/simulate",
+                              probe_body(list(H100_HOSTS)))
+        if status != 200 or sorted(answer["hosts"]) != list(H100_HOSTS):
+            removed = [(s["name"], s.get("removed")) for s in answer.get("steps", ())
+                       if s.get("removed")] if isinstance(answer, dict) else answer
+            raise LoopError(f"the emptied fleet is not empty to Cortex: {status} {removed}\n"
+                            f"{self.explain()}")
+
+
+#: The H100 hosts of the fleet, in name order.
+H100_HOSTS = ("cmp-h100-1", "cmp-h100-2")
+
+
+def probe_body(hosts: list[str]) -> dict:
+    """A Nova 34 body for one 1x H100 guest (2 pinned vCPUs, 2 GiB of 1 GiB pages, the
+    alias's ``required`` NUMA policy: ``H100X1`` of the tests) offering ``hosts``; made
+    from the bundled 2x H100 body."""
+    body = nova_body("gpu-2xh100-pinned", hosts=hosts,
+                     spec={"instance_uuid": str(uuid.uuid4()), "num_instances": 1,
+                           "availability_zone": None})
+    data = body["spec"]["nova_object.data"]
+    flavor = data["flavor"]["nova_object.data"]
+    flavor.update(vcpus=2, memory_mb=2048, root_gb=10)
+    flavor["extra_specs"]["pci_passthrough:alias"] = "h100:1"
+    cell = data["numa_topology"]["nova_object.data"]["cells"][0]["nova_object.data"]
+    cell.update(pcpuset=[0, 1], memory=2048)
+    data["pci_requests"]["nova_object.data"]["requests"][0]["nova_object.data"]["count"] = 1
+    return body
 
 
 @pytest.fixture(scope="package")
@@ -272,6 +308,7 @@ def world(nova, cortex, clouds, loop_database, loop_engine):
     loop = World(nova, cortex, loop_engine, conf)
     loop.refresh()
     loop.first_sync_seconds = time.monotonic() - started
+    loop.assert_fleet_empty()
     return loop
 
 
