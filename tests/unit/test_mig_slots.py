@@ -1,0 +1,91 @@
+"""MIG slot placement: allowed starts, best-fit start and GPU, share to profile."""
+
+import pytest
+
+from cortex.rules.mig_slots import (
+    A100_80GB,
+    best_start,
+    choose_gpu,
+    first_fit_gpu,
+    first_start,
+    largest_free_run,
+    placements,
+    profile_for_share,
+    used_slices,
+)
+
+G = A100_80GB
+
+
+def test_empty_gpu_takes_every_allowed_start():
+    assert placements(G, "1g.10gb", ()) == (0, 1, 2, 3, 4, 5, 6)
+    assert placements(G, "2g.20gb", ()) == (0, 2, 4)
+    assert placements(G, "3g.40gb", ()) == (0, 4)
+    assert placements(G, "4g.40gb", ()) == (0,)
+    assert placements(G, "7g.80gb", ()) == (0,)
+
+
+def test_instances_in_use_block_overlapping_starts():
+    # a 1g.10gb at slice 3 blocks the 3g.40gb at 0 (slices 0-3), not the one at 4
+    assert placements(G, "3g.40gb", [(3, 1)]) == (4,)
+    assert placements(G, "3g.40gb", [(3, 1), (5, 1)]) == ()
+    assert placements(G, "4g.40gb", [(4, 4)]) == (0,)
+    assert placements(G, "7g.80gb", [(6, 1)]) == ()
+    assert placements(G, "2g.20gb", [(0, 4)]) == (4,)
+
+
+def test_seven_small_instances_fill_a_gpu_slice_seven_stays_for_whole_gpus_only():
+    slots = [(s, 1) for s in range(7)]
+    assert placements(G, "1g.10gb", slots) == ()
+    assert used_slices(slots) == frozenset(range(7))
+
+
+def test_largest_free_run():
+    assert largest_free_run(G, ()) == 8
+    assert largest_free_run(G, {0, 4}) == 3
+    assert largest_free_run(G, range(8)) == 0
+
+
+def test_best_start_keeps_the_largest_contiguous_free_region():
+    # empty GPU: a 1g at 0 leaves 1-7 (7 slices), at 6 only 0-5
+    assert best_start(G, "1g.10gb", ()) == 0
+    # a 2g.20gb at 4-5: a 1g at 6 keeps 0-3 free for a 3g/4g, a 1g at 0 would not
+    assert best_start(G, "1g.10gb", [(4, 2)]) == 6
+    assert first_start(G, "1g.10gb", [(4, 2)]) == 0
+    # a 3g.40gb at 0-3: the 2g goes to 4, leaving 6-7 (at 6 the free run would be 4-5)
+    assert best_start(G, "2g.20gb", [(0, 4)]) == 4
+    assert best_start(G, "3g.40gb", [(0, 4)]) == 4
+    assert best_start(G, "4g.40gb", [(0, 1)]) is None
+
+
+def test_choose_gpu_prefers_the_tightest_gpu_then_the_largest_free_run():
+    empty, half, nearly_full = (), [(0, 4)], [(0, 4), (4, 2)]
+    assert choose_gpu(G, "1g.10gb", [empty, half, nearly_full]) == (2, 6)
+    assert choose_gpu(G, "2g.20gb", [empty, half]) == (1, 4)
+    assert choose_gpu(G, "3g.40gb", [nearly_full, half]) == (1, 4)
+    assert choose_gpu(G, "7g.80gb", [half, nearly_full]) is None
+    # same free slices left: the GPU whose free run after stays longest wins
+    scattered = [(1, 1), (4, 2)]      # free 0, 2-3, 6-7: a 1g anywhere leaves a run of 2
+    gathered = [(0, 1), (4, 2)]       # free 1-3, 6-7: a 1g at 6 leaves 1-3 whole
+    assert choose_gpu(G, "1g.10gb", [scattered, gathered]) == (1, 6)
+
+
+def test_first_fit_takes_the_first_gpu_and_lowest_start():
+    assert first_fit_gpu(G, "1g.10gb", [[(0, 8)], [(4, 2)]]) == (1, 0)
+    assert first_fit_gpu(G, "7g.80gb", [[(0, 1)]]) is None
+
+
+def test_profile_for_share_maps_compute_fraction_to_the_smallest_profile():
+    assert profile_for_share(G, 0.1) == "1g.10gb"
+    assert profile_for_share(G, 1 / 7) == "1g.10gb"
+    assert profile_for_share(G, 0.25) == "2g.20gb"
+    assert profile_for_share(G, 0.5) == "4g.40gb"
+    assert profile_for_share(G, 0.6) == "7g.80gb"
+    assert profile_for_share(G, 1.0) == "7g.80gb"
+    with pytest.raises(ValueError):
+        profile_for_share(G, 0)
+
+
+def test_unknown_profile_is_named():
+    with pytest.raises(KeyError, match="5g.50gb"):
+        placements(G, "5g.50gb", ())
