@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections import ChainMap
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from cortex.knowledge.view import HostState, KnowledgeView
 
@@ -235,7 +235,11 @@ def _laid(view: KnowledgeView, live: list[Reservation], now: datetime,
     for host in on.keys() - counted.keys():
         merged[host] = view.hosts[host]
     hosts = MappingProxyType(merged) if counted else view.hosts
-    return _Laid(tuple(live), frozenset(map(id, live)), hosts, frozenset(counted),
+    # the hosts counted on: the last overlay's set while no host came or went
+    same = base is not None and len(counted) == len(base.on) and all(
+        host in base.on for host in on if host in counted)
+    return _Laid(tuple(live), frozenset(map(id, live)), hosts,
+                 base.changed if same else frozenset(counted),  # type: ignore[union-attr]
                  MappingProxyType(counted))
 
 
@@ -265,6 +269,152 @@ def _laid_again(view: KnowledgeView, live: list[Reservation], now: datetime) -> 
         laid = _laid(view, live, now, on, last)
     box[0] = laid
     return laid
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What changed in a :class:`LiveReservations` since a caller last looked.
+
+    ``version``: the source's change count now; ``whole``: ``on`` holds every host
+    that has reservations (the caller starts again), else only the hosts to look at
+    again; ``on``: per such host, all its reservations now (empty: none left; expired
+    ones may be among them).
+    """
+
+    version: int
+    whole: bool
+    on: Mapping[str, tuple[Reservation, ...]]
+
+
+@runtime_checkable
+class LiveReservations(Protocol):
+    """The live reservations as a change count and the changes since one.
+
+    :class:`cortex.store.reservation_feed.ReservationFeed` is one: :func:`request_view`
+    then updates its last overlay from the hosts that changed instead of the whole list.
+    """
+
+    def changes(self, since: int | None, start: datetime, end: datetime,
+                instances: Iterable[str] = ()) -> Changes | None:
+        """The hosts to look at again since change ``since`` (None: all hosts).
+
+        With those of a reservation expiring between ``start`` and ``end`` and those of
+        ``instances``' reservations; None when the source cannot tell (it does not listen).
+        """
+
+
+class _Listed(Sequence[Reservation]):
+    """A request view's reservations, listed when first read: ``extras`` then the hosts'.
+
+    Those expired at ``now`` and those of instance ``own`` are left out. :meth:`on`
+    answers one host's without listing them all (the promise's recount).
+    """
+
+    def __init__(self, extras: tuple[Reservation, ...],
+                 on: Mapping[str, tuple[Reservation, ...]], now: datetime,
+                 own: str | None) -> None:
+        self._extras, self._on, self._now, self._own = extras, on, now, own
+        self._all: tuple[Reservation, ...] | None = None
+
+    def _counts(self, reservation: Reservation) -> bool:
+        return reservation.expires_at > self._now and not (
+            self._own and reservation.instance_uuid == self._own)
+
+    def on(self, host: str) -> list[Reservation]:
+        """The reservations listed on ``host``."""
+        return [r for r in (*self._extras, *self._on.get(host, ()))
+                if r.host == host and self._counts(r)]
+
+    def _listed(self) -> tuple[Reservation, ...]:
+        if self._all is None:
+            self._all = tuple(r for r in (*self._extras, *(r for items in self._on.values()
+                                                          for r in items))
+                              if self._counts(r))
+        return self._all
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._listed()[index]
+
+    def __len__(self) -> int:
+        return len(self._listed())
+
+    def __iter__(self) -> Iterator[Reservation]:
+        return iter(self._listed())
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, Sequence) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, slots=True)
+class _Fed:
+    """The last overlay made on a synced view from a :class:`LiveReservations`.
+
+    ``version``, ``now``, ``own``, ``extras``: the source's change count, the time,
+    the asking instance and the other reservations it was made with; ``on``: every
+    host's reservations from the source at that count.
+    """
+
+    source: LiveReservations
+    version: int
+    now: datetime
+    own: str | None
+    extras: tuple[Reservation, ...]
+    on: Mapping[str, tuple[Reservation, ...]]
+    laid: _Laid
+
+
+def _fed(view: KnowledgeView, source: LiveReservations, extras: tuple[Reservation, ...],
+         now: datetime, own: str | None) -> KnowledgeView:
+    """``view`` (synced) with ``extras`` and ``source``'s live reservations counted.
+
+    Made from the last such overlay on ``view``: only the hosts the source changed since,
+    those of a reservation that expired (or came back to life) between the two calls'
+    times, those of this and the last call's asking instance and those of ``extras``
+    are looked at again, so the call costs what changed, not what is live. The last one
+    is kept for the next call; two calls at once may both make one, the last kept. A
+    source that stopped listening since the store handed it counts none.
+    """
+    box: list[_Fed | None] = view.derived(("reservation-source-overlay",), lambda _: [None])
+    last = box[0]
+    if last is not None and last.source is not source:
+        last = None
+    asked = {i for i in (own, last and last.own) if i}
+    changes = source.changes(None if last is None else last.version,
+                             now if last is None else last.now, now, asked)
+    if changes is None:
+        return with_reservations(view, extras, now, own)
+    if last is None or changes.whole:
+        on: Mapping[str, tuple[Reservation, ...]] = MappingProxyType(dict(changes.on))
+        touched, base = set(on), None
+    else:
+        on, touched, base = last.on, set(changes.on), last.laid
+        if changes.on:
+            merged = last.on.copy()  # type: ignore[attr-defined]  # a mappingproxy: at C speed
+            for host, items in changes.on.items():
+                if items:
+                    merged[host] = items
+                else:
+                    merged.pop(host, None)
+            on = MappingProxyType(merged)
+        touched.update(r.host for r in last.extras)
+    touched.update(r.host for r in extras)
+    recounted: dict[str, list[Reservation]] = {h: [] for h in touched if h in view.hosts}
+    listed = _Listed(extras, on, now, own)
+    for host in recounted:
+        for reservation in pending(listed.on(host), view, now):
+            recounted[host].append(reservation)
+    if recounted:
+        laid = _laid(view, [], now, recounted, base)
+    else:  # nothing to recount: the last overlay as it is
+        laid = base or _Laid((), frozenset(), view.hosts, frozenset(), MappingProxyType({}))
+    box[0] = _Fed(source, changes.version, now, own, extras, on, laid)
+    if not on and not extras:
+        return view
+    return dataclasses.replace(view, hosts=laid.hosts, reservations=listed,  # type: ignore[arg-type]
+                               base=view, overlaid=view.overlaid | laid.changed
+                               if view.overlaid else laid.changed)
 
 
 def free_holds(commitment: Any, hosts: Mapping[str, object]) -> list[Any]:
@@ -308,7 +458,8 @@ def counted_holds(commitments: Iterable[Any], hosts: Mapping[str, object],
             for h in free_holds(c, hosts)]
 
 
-def request_view(view: KnowledgeView, in_flight: Iterable[Reservation], now: datetime,
+def request_view(view: KnowledgeView, in_flight: Iterable[Reservation] | LiveReservations,
+                 now: datetime,
                  instance_uuid: str | None, project_id: str | None,
                  holds: Iterable[Reservation] = (),
                  commitments: Iterable[Any] | None = None) -> KnowledgeView:
@@ -320,10 +471,17 @@ def request_view(view: KnowledgeView, in_flight: Iterable[Reservation], now: dat
     None: :func:`counted_holds`), and the ``in_flight`` reservations, but not those of
     ``instance_uuid`` (its new answer replaces them). ``view`` itself when nothing is
     laid over it. ``project_id``: the request's project, whose own committed room stays
-    free for it.
+    free for it. ``in_flight`` a :class:`LiveReservations` (the feed's): the overlay is
+    updated from the hosts that changed since the last call on ``view`` (:func:`_fed`).
     """
     committed = view.commitments if commitments is None else commitments
-    active = [*holds, *counted_holds(committed, view.hosts, project_id, now), *in_flight]
+    extras = [*holds, *counted_holds(committed, view.hosts, project_id, now)]
+    if isinstance(in_flight, LiveReservations):
+        if view.base is None:
+            return _fed(view, in_flight, tuple(extras), now, instance_uuid)
+        found = in_flight.changes(None, now, now)  # an overlaid view: its whole list
+        in_flight = [r for items in (found.on.values() if found else ()) for r in items]
+    active = [*extras, *in_flight]  # type: ignore[misc]
     if not active:
         return view
     return with_reservations(view, active, now, instance_uuid)
@@ -360,7 +518,10 @@ def recount(base: KnowledgeView, overlaid: KnowledgeView, host: str, own: str | 
     ``judged``: the same ones may be answered with the view's own state (False: the
     state is made again from ``current`` all the same).
     """
-    listed = others_on(overlaid.reservations if current is None else current, host, own)
+    if current is None and isinstance(overlaid.reservations, _Listed):
+        listed = others_on(overlaid.reservations.on(host), host, own)
+    else:
+        listed = others_on(overlaid.reservations if current is None else current, host, own)
     others = pending(listed, base, now)
     counted = counted_on(overlaid, host)
     expected = frozenset(r.id for r in listed)

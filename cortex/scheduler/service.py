@@ -38,7 +38,7 @@ from cortex.db import guard
 from cortex.decision import EMPTY, Decision
 from cortex.ids import new_uuid
 from cortex.knowledge.cache import KnowledgeUnavailable
-from cortex.knowledge.reservations import Reservation, request_view
+from cortex.knowledge.reservations import LiveReservations, Reservation, request_view
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.choice import PipelineNotChosen, choose_pipeline
 from cortex.pipeline.config import PipelineSet
@@ -384,7 +384,7 @@ class SchedulerService:
         budget = self.settings.request_time_budget
         return _sooner(started + budget if budget else None, options.deadline)
 
-    def _in_flight(self, now: datetime) -> list[Reservation]:
+    def _in_flight(self, now: datetime) -> list[Reservation] | LiveReservations:
         """The reservations not expired at ``now``; none without a store or a TTL.
 
         A database failure reading them is logged and the call goes on without them, as
@@ -398,7 +398,8 @@ class SchedulerService:
         budget = self.settings.request_time_budget or NO_BUDGET_WAIT
         try:
             with guard.deadline(budget * READ_SHARE):
-                return list(self.reservations.active(now))
+                live = getattr(self.reservations, "live", None)
+                return live(now) if live is not None else list(self.reservations.active(now))
         except Exception as exc:  # noqa: BLE001 - database trouble must not fail it
             LOG.warning("in-flight reservations unreadable, not counted: %r", exc)
             return []

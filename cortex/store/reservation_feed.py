@@ -25,6 +25,7 @@ table as before.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import os
@@ -32,14 +33,14 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
 import psycopg
 
-from cortex.knowledge.reservations import Reservation
+from cortex.knowledge.reservations import Changes, Reservation
 
 LOG = logging.getLogger(__name__)
 
@@ -53,6 +54,8 @@ _TRIGGER = f"SELECT 1 FROM pg_trigger WHERE tgname = '{TRIGGER}'"
 _NO_TRIGGER_RETRY = 60.0
 #: Seconds between sweeps of expired reservations out of memory.
 _SWEEP_EVERY = 5.0
+#: Changes kept in the log for :meth:`ReservationFeed.changes` (older ones: whole copy).
+_LOG_KEPT = 4096
 
 
 class ReservationFeed:
@@ -83,6 +86,11 @@ class ReservationFeed:
         self._by_instance: dict[str, str] = {}
         self._known: dict[str, datetime] = {}  # ids the stream announced, until they expire
         self._items: list[Reservation] | None = None  # None: not listening, read the table
+        self._listing: list[Reservation] | None = None  # _items, made when first asked
+        self._on_host: dict[str, dict[str, Reservation]] = {}
+        self._expiries: list[tuple[datetime, str, str]] = []  # (expires_at, id, host), sorted
+        self._log: list[str] = []  # the host of each change, the last _LOG_KEPT
+        self._version = 0  # changes made since the feed began; _log ends with the last
         self._marks: dict[str, threading.Event] = {}
         self._swept = 0.0
         self._stop = threading.Event()
@@ -110,7 +118,48 @@ class ReservationFeed:
         """
         if self._pid != os.getpid():
             return None
-        return self._items
+        with self._lock:
+            if self._items is not None and self._listing is None:
+                self._listing = list(self._by_id.values())
+            return None if self._items is None else self._listing
+
+    @property
+    def listening(self) -> bool:
+        """Whether the feed answers from memory now (:meth:`current` not None)."""
+        return self._pid == os.getpid() and self._items is not None
+
+    def changes(self, since: int | None, start: datetime, end: datetime,
+                instances: Iterable[str] = ()) -> Changes | None:
+        """What a caller that saw change ``since`` must look at again; None when not listening.
+
+        The :class:`~cortex.knowledge.reservations.Changes` at the feed's change count
+        now: every host's reservations (``since`` None or older than the log kept) or
+        those of the hosts changed since ``since``, of the hosts of a reservation
+        expiring in ``(start, end]`` (``start`` after ``end``: ``(end, start]``) and of
+        the hosts of ``instances``' reservations. Costs what changed, not what is live.
+        """
+        if self._pid != os.getpid():
+            return None
+        low, high = min(start, end), max(start, end)
+        with self._lock:
+            if self._items is None:
+                return None
+            first = self._version - len(self._log)
+            if since is None or since < first or since > self._version:
+                return Changes(self._version, True, {
+                    h: tuple(on.values()) for h, on in self._on_host.items()})
+            hosts = set(self._log[since - first:])
+            at = bisect.bisect_right(self._expiries, (low, "\uffff"))
+            while at < len(self._expiries) and self._expiries[at][0] <= high:
+                hosts.add(self._expiries[at][2])
+                at += 1
+            for instance in instances:
+                held = self._by_id.get(self._by_instance.get(instance, ""))
+                if held is not None:
+                    hosts.add(held.host)
+            empty: dict[str, Reservation] = {}
+            return Changes(self._version, False, {
+                h: tuple(self._on_host.get(h, empty).values()) for h in hosts})
 
     def add(self, reservation: Reservation) -> None:
         """Count a reservation this process just committed, before its NOTIFY comes back.
@@ -190,6 +239,8 @@ class ReservationFeed:
         items = self._load()
         with self._lock:
             self._by_id, self._by_instance = {}, {}
+            self._on_host, self._expiries, self._log = {}, [], []
+            self._version += 1
             for reservation in items:
                 self._put(reservation)
                 self._known[reservation.id] = reservation.expires_at
@@ -236,13 +287,33 @@ class ReservationFeed:
                 self._drop(earlier)
             self._by_instance[reservation.instance_uuid] = reservation.id
         self._by_id[reservation.id] = reservation
+        self._on_host.setdefault(reservation.host, {})[reservation.id] = reservation
+        bisect.insort(self._expiries, (reservation.expires_at, reservation.id, reservation.host))
+        self._changed(reservation.host)
 
     def _drop(self, reservation_id: str) -> None:
         """Stop counting a reservation (lock held)."""
         gone = self._by_id.pop(reservation_id, None)
-        if gone is not None and gone.instance_uuid \
-                and self._by_instance.get(gone.instance_uuid) == reservation_id:
+        if gone is None:
+            return
+        if gone.instance_uuid and self._by_instance.get(gone.instance_uuid) == reservation_id:
             del self._by_instance[gone.instance_uuid]
+        on = self._on_host.get(gone.host, {})
+        on.pop(reservation_id, None)
+        if not on:
+            self._on_host.pop(gone.host, None)
+        entry = (gone.expires_at, gone.id, gone.host)
+        at = bisect.bisect_left(self._expiries, entry)
+        if at < len(self._expiries) and self._expiries[at] == entry:
+            del self._expiries[at]
+        self._changed(gone.host)
+
+    def _changed(self, host: str) -> None:
+        """Count one change on ``host`` in the log :meth:`changes` reads (lock held)."""
+        self._version += 1
+        self._log.append(host)
+        if len(self._log) > 2 * _LOG_KEPT:
+            del self._log[:-_LOG_KEPT]
 
     def _publish(self) -> None:
         """Make the copy what :meth:`current` answers; sweep expired entries (lock held)."""
@@ -252,7 +323,9 @@ class ReservationFeed:
                 self._drop(reservation_id)
             self._known = {i: t for i, t in self._known.items() if t > now}
         # once stopped, never live again: a change applied as stop() ran must not undo it
-        self._items = None if self._stop.is_set() else list(self._by_id.values())
+        # the list itself is made when first asked for (:meth:`current`)
+        self._items = None if self._stop.is_set() else []
+        self._listing = None
 
 
 def _time(value: str) -> datetime:

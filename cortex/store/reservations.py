@@ -39,7 +39,7 @@ from cortex.db.engine import (
     dumps_json,
     make_engine,
 )
-from cortex.knowledge.reservations import Reservation
+from cortex.knowledge.reservations import LiveReservations, Reservation
 from cortex.store.group_promises import GroupPromiseStore
 from cortex.store.memory import HostLock, rehearse, reserve_if_unchanged
 from cortex.store.reservation_feed import CHANNEL, ReservationFeed
@@ -217,12 +217,25 @@ class ReservationStore:
                 return [r for r in items if r.expires_at > now]
         return _read_active(self._reader, now)
 
+    def live(self, now: datetime) -> list[Reservation] | LiveReservations:
+        """The reservations a Nova call counts: the feed itself while it listens.
+
+        The feed (a :class:`~cortex.knowledge.reservations.LiveReservations`) hands
+        only what changed since the last call (:func:`~cortex.knowledge.reservations.
+        request_view`); without it, :meth:`active`'s list.
+        """
+        if self._feed is not None:
+            self._feed.start()
+            if self._feed.listening:
+                return self._feed
+        return self.active(now)
+
     @property
     def listening(self) -> bool | None:
         """Whether :meth:`active` answers from memory now; None when the store has no feed."""
         if self._feed is None:
             return None
-        return self._feed.current() is not None
+        return self._feed.listening
 
     def refresh(self, timeout: float = 5.0) -> bool:
         """Wait until the feed has applied every change committed so far; False on timeout.

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import random
+import threading
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 
@@ -15,6 +18,7 @@ from cortex.knowledge.reservations import (
     request_view,
     with_reservations,
 )
+from cortex.store.reservation_feed import ReservationFeed
 from tests.fakes import host, instance, view
 
 NOW = datetime(2026, 11, 28, 12, tzinfo=UTC)
@@ -92,3 +96,72 @@ def test_an_overlay_made_from_the_last_one_is_the_one_made_whole():
         assert dict(made.hosts) == dict(whole.hosts), step
         assert (made.overlaid, made.reservations) == (whole.overlaid, whole.reservations)
         assert [counted_on(made, h) for h in names] == [counted_on(whole, h) for h in names]
+
+
+def filled_feed(items):
+    """A feed holding ``items`` as if its listener ran in this process (no database)."""
+    feed = ReservationFeed("", lambda: list(items), lambda _: None)
+    feed._pid, feed._thread = os.getpid(), threading.current_thread()
+    feed._reload()
+    return feed
+
+
+def deleted(feed, reservation):
+    feed._apply([json.dumps({"op": "delete", "old": reservation.id,
+                             "old_expires_at": reservation.expires_at.isoformat(),
+                             "row": None})])
+
+
+def test_an_overlay_updated_from_the_feeds_changes_is_the_one_made_whole():
+    """Calls on one synced view update its last overlay from the hosts the feed changed,
+    those whose reservations expired between two calls' times and those of the asking
+    instances; each answer equals the overlay made from the whole list on a fresh view."""
+    rng = random.Random(11)
+    names = [f"h{i}" for i in range(12)]
+    states = [host(name, instances=[instance("vm-placed")] if name == "h3" else ())
+              for name in names]
+    synced, step_of = view(*states), {}
+    feed = filled_feed([promise("r-first", "h1", "vm-first")])
+    for step in range(400):
+        roll, live = rng.random(), list(feed.current())
+        if roll < 0.5 or not live:
+            made = dataclasses.replace(
+                promise(f"r{step}", rng.choice([*names, "gone"]),
+                        rng.choice([f"vm-{step}", None, "vm-placed", "vm-first"]),
+                        rng.randint(1, 3)),
+                expires_at=NOW + timedelta(seconds=rng.choice([1, 2, 3, 300])))
+            feed.add(made)
+        elif roll < 0.8:
+            deleted(feed, rng.choice(live))
+        live = list(feed.current())
+        asking = rng.choice([None, None, *(r.instance_uuid for r in live[-3:])])
+        holds = rng.choice([(), (promise("hold", rng.choice(names), None, 4),)])
+        now = NOW + timedelta(seconds=rng.choice([0, 1, 2, 3, 2]))
+        made = request_view(synced, feed, now, asking, OTHER, holds)
+        whole = request_view(view(*states), live, now, asking, OTHER, holds)
+        assert dict(made.hosts) == dict(whole.hosts), step
+        assert made.overlaid == whole.overlaid, step
+        assert sorted(r.id for r in made.reservations) == \
+            sorted(r.id for r in whole.reservations), step
+        assert [counted_on(made, h) for h in names] == [counted_on(whole, h) for h in names]
+        for name in names:
+            seen, again = recount(synced, made, name, asking, now), recount(
+                whole.root, whole, name, asking, now)
+            assert (seen.same, seen.expected) == (again.same, again.expected), (step, name)
+        step_of[step] = made
+    assert len({id(v.hosts) for v in step_of.values()}) > 1
+
+
+def test_a_workers_own_promise_counts_at_once_in_the_updated_overlay():
+    synced = view(host("h1"), host("h2"))
+    feed = filled_feed([promise("a", "h1", "vm-2")])
+    first = request_view(synced, feed, NOW, None, OTHER)
+    assert used(first.hosts["h1"]) == 2 and used(first.hosts["h2"]) == 0
+    feed.add(promise("b", "h2", "vm-3", vcpus=4))
+    second = request_view(synced, feed, NOW, None, OTHER)
+    assert used(second.hosts["h2"]) == 4 and second.hosts["h1"] is first.hosts["h1"]
+    assert counted_on(second, "h2") == {"b"}
+    asked = request_view(synced, feed, NOW, "vm-3", OTHER)
+    assert used(asked.hosts["h2"]) == 0, "the asking instance's own reservation is left out"
+    later = request_view(synced, feed, NOW + timedelta(minutes=6), None, OTHER)
+    assert later.hosts["h1"] is synced.hosts["h1"] and list(later.reservations) == []
