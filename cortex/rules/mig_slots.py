@@ -10,11 +10,14 @@ still fit: a 1g.10gb at slice 0 leaves room for one 3g.40gb (start 4), the same 
 slice 3 leaves none.
 
 :func:`placements` lists the starts a profile may take next to the instances in use;
-:func:`best_start` takes the one that keeps the largest contiguous run of free slices
-(ties: the lowest start); :func:`first_start` the lowest, as a driver creating instances
-in order does. :func:`choose_gpu` picks a GPU of several and a start on it: best-fit,
-the GPU left with the fewest free slices that still takes the profile, then the largest
-contiguous free run. Slices are counted in memory slices throughout.
+:func:`best_start` takes the one that keeps the largest free region: the largest profile
+still creatable afterwards, then the most placements left (:func:`room`; ties: the lowest
+start), so a 1g.10gb goes to slice 6 and a 3g.40gb to slice 4, keeping a 4g.40gb's only
+start free. :func:`first_start` takes the lowest, as creating instances in order does.
+:func:`choose_gpu` picks a GPU of several and a start on it: best-fit, the GPU left with
+the fewest free slices that still takes the profile, then the largest free region.
+Slices are counted in memory slices throughout; :func:`largest_free_run` counts the
+longest run of free slices, whatever may start there.
 """
 
 from __future__ import annotations
@@ -97,22 +100,36 @@ def largest_free_run(geometry: MigGeometry, used: Iterable[int]) -> int:
     return best
 
 
-def _after(geometry: MigGeometry, used: frozenset[int], start: int, size: int) -> int:
-    return largest_free_run(geometry, used | set(range(start, start + size)))
+def room(geometry: MigGeometry, slots: Iterable[Slot]) -> tuple[int, int, int]:
+    """What a GPU with the instances ``slots`` can still take, larger is better.
+
+    ``(compute slices, memory slices)`` of the largest profile that can still be created
+    (its free region, respecting the allowed starts: four free slices 1-4 take no
+    3g.40gb), then the number of ``(profile, start)`` placements still possible.
+    """
+    slots = tuple(slots)
+    largest, count = (0, 0), 0
+    for shape in geometry.profiles.values():
+        starts = placements(geometry, shape.name, slots)
+        if starts:
+            largest = max(largest, (shape.compute_slices, shape.size))
+            count += len(starts)
+    return largest[0], largest[1], count
 
 
 def best_start(geometry: MigGeometry, profile: str, slots: Iterable[Slot]) -> int | None:
-    """The start for ``profile`` that keeps the largest contiguous free run; None if none fits.
+    """The start for ``profile`` that keeps the largest free region; None if none fits.
 
-    Ties go to the lowest start. KeyError for an unknown profile.
+    Largest by :func:`room` after the placement (the largest profile still creatable,
+    then the placements left); ties go to the lowest start. KeyError for an unknown
+    profile.
     """
     slots = tuple(slots)
     size = geometry.profile(profile).size
-    used = used_slices(slots)
     starts = placements(geometry, profile, slots)
     if not starts:
         return None
-    return max(starts, key=lambda start: (_after(geometry, used, start, size), -start))
+    return max(starts, key=lambda start: (room(geometry, slots + ((start, size),)), -start))
 
 
 def first_start(geometry: MigGeometry, profile: str, slots: Iterable[Slot]) -> int | None:
@@ -123,23 +140,24 @@ def first_start(geometry: MigGeometry, profile: str, slots: Iterable[Slot]) -> i
 
 def choose_gpu(geometry: MigGeometry, profile: str,
                gpus: Sequence[Iterable[Slot]]) -> tuple[int, int] | None:
-    """Best-fit ``(GPU index, start)`` for ``profile`` among GPUs with the instances ``gpus``.
+    """Slot-aware ``(GPU index, start)`` for ``profile`` among GPUs with the instances ``gpus``.
 
-    The GPU left with the fewest free memory slices wins (a partly used GPU before an
-    empty one), then the one whose largest contiguous free run after the placement is
-    longest, then the lowest index; the start is :func:`best_start` on that GPU. None when
-    no GPU takes the profile.
+    An empty GPU only when no partly used GPU takes the profile (a whole GPU stays whole
+    while it can); among the rest, the GPU whose free region after the placement is the
+    largest (:func:`room`), then the lowest index; the start is :func:`best_start` on that
+    GPU. None when no GPU takes the profile. Preferring the tightest GPU instead (fewest
+    free slices left) refused more requests in the MIG replay (``bench/mig_placement.py``):
+    it spends the last hole a larger profile could have used.
     """
-    shape = geometry.profile(profile)
-    best: tuple[tuple[int, int, int], int, int] | None = None
+    size = geometry.profile(profile).size
+    best: tuple[tuple, int, int] | None = None
     for index, slots in enumerate(gpus):
         slots = tuple(slots)
         start = best_start(geometry, profile, slots)
         if start is None:
             continue
-        used = used_slices(slots)
-        free_after = geometry.memory_slices - len(used) - shape.size
-        key = (free_after, -_after(geometry, used, start, shape.size), index)
+        after = room(geometry, slots + ((start, size),))
+        key = (not slots, tuple(-x for x in after), index)
         if best is None or key < best[0]:
             best = (key, index, start)
     return None if best is None else (best[1], best[2])

@@ -1,4 +1,4 @@
-"""MIG slot placement: allowed starts, best-fit start and GPU, share to profile."""
+"""MIG slot placement: allowed starts, free region, best-fit start and GPU, share to profile."""
 
 import pytest
 
@@ -11,6 +11,7 @@ from cortex.rules.mig_slots import (
     largest_free_run,
     placements,
     profile_for_share,
+    room,
     used_slices,
 )
 
@@ -46,27 +47,40 @@ def test_largest_free_run():
     assert largest_free_run(G, range(8)) == 0
 
 
-def test_best_start_keeps_the_largest_contiguous_free_region():
-    # empty GPU: a 1g at 0 leaves 1-7 (7 slices), at 6 only 0-5
-    assert best_start(G, "1g.10gb", ()) == 0
-    # a 2g.20gb at 4-5: a 1g at 6 keeps 0-3 free for a 3g/4g, a 1g at 0 would not
+def test_room_is_the_largest_creatable_profile_then_the_placements_left():
+    assert room(G, ()) == (7, 8, 7 + 4 + 3 + 2 + 1 + 1)
+    # slices 1-4 free but a 3g.40gb starts only at 0 or 4: the largest is a 2g.20gb at 2
+    assert room(G, [(0, 1), (5, 3)]) == (2, 2, 4 + 1 + 1)
+    assert room(G, [(0, 8)]) == (0, 0, 0)
+
+
+def test_best_start_keeps_the_largest_free_region():
+    # empty GPU: a 1g at 0 rules out the 4g.40gb (start 0 only); at 4, 5 or 6 it does
+    # not, and at 6 it leaves the most placements (1g at 0-5, 2g at 0, 2, 4)
+    assert best_start(G, "1g.10gb", ()) == 6
+    assert first_start(G, "1g.10gb", ()) == 0
+    # a 3g.40gb at 4 keeps 0-3 for a 4g.40gb; at 0 only another 3g fits
+    assert best_start(G, "3g.40gb", ()) == 4
+    # a 2g.20gb at 4-5: a 1g at 6 keeps 0-3 free for a 4g, a 1g at 0 would not
     assert best_start(G, "1g.10gb", [(4, 2)]) == 6
     assert first_start(G, "1g.10gb", [(4, 2)]) == 0
-    # a 3g.40gb at 0-3: the 2g goes to 4, leaving 6-7 (at 6 the free run would be 4-5)
     assert best_start(G, "2g.20gb", [(0, 4)]) == 4
-    assert best_start(G, "3g.40gb", [(0, 4)]) == 4
     assert best_start(G, "4g.40gb", [(0, 1)]) is None
 
 
-def test_choose_gpu_prefers_the_tightest_gpu_then_the_largest_free_run():
+def test_choose_gpu_keeps_empty_gpus_whole_and_the_largest_free_region():
     empty, half, nearly_full = (), [(0, 4)], [(0, 4), (4, 2)]
-    assert choose_gpu(G, "1g.10gb", [empty, half, nearly_full]) == (2, 6)
+    # half: a 1g at 6 keeps a 2g.20gb creatable at 4; nearly_full would keep nothing
+    assert choose_gpu(G, "1g.10gb", [empty, half, nearly_full]) == (1, 6)
+    assert choose_gpu(G, "1g.10gb", [empty, nearly_full]) == (1, 6)
+    assert choose_gpu(G, "1g.10gb", [empty, empty]) == (0, 6)
     assert choose_gpu(G, "2g.20gb", [empty, half]) == (1, 4)
     assert choose_gpu(G, "3g.40gb", [nearly_full, half]) == (1, 4)
     assert choose_gpu(G, "7g.80gb", [half, nearly_full]) is None
-    # same free slices left: the GPU whose free run after stays longest wins
-    scattered = [(1, 1), (4, 2)]      # free 0, 2-3, 6-7: a 1g anywhere leaves a run of 2
-    gathered = [(0, 1), (4, 2)]       # free 1-3, 6-7: a 1g at 6 leaves 1-3 whole
+    assert choose_gpu(G, "7g.80gb", [half, empty]) == (1, 0)
+    # same free slices: the GPU that keeps a 4g.40gb creatable wins
+    scattered = [(0, 1), (4, 1)]      # free 1-3, 5-7: at best a 2g.20gb after a 1g
+    gathered = [(4, 2)]               # free 0-3, 6-7: a 1g at 6 keeps 0-3 for a 4g
     assert choose_gpu(G, "1g.10gb", [scattered, gathered]) == (1, 6)
 
 
