@@ -11,6 +11,12 @@ The thread loads the table once, then applies the announced changes in commit or
 it loads the table again only when asked to (``TRUNCATE``, a row too large to
 announce). The worker's own promises go into its copy at once.
 
+Besides the whole list (:meth:`ReservationFeed.current`) the feed answers what changed
+(:meth:`ReservationFeed.changes`): it counts its changes, logs the host of each, keeps
+every host's reservations and the reservations sorted by expiry, so that a Nova call's
+overlay (:func:`cortex.knowledge.reservations.request_view`) looks again only at the
+hosts changed or expired since the last call, whatever the number of live ones.
+
 What a call may miss: a reservation another worker committed in the last moment,
 before this worker's listener applied it (well under a millisecond on one machine,
 more when the worker is busy). The ranking may then favour a host whose room was just
