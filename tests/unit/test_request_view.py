@@ -165,3 +165,29 @@ def test_a_workers_own_promise_counts_at_once_in_the_updated_overlay():
     assert used(asked.hosts["h2"]) == 0, "the asking instance's own reservation is left out"
     later = request_view(synced, feed, NOW + timedelta(minutes=6), None, OTHER)
     assert later.hosts["h1"] is synced.hosts["h1"] and list(later.reservations) == []
+
+
+def test_the_feed_answers_the_hosts_changed_expired_or_asked_since_a_change():
+    feed = filled_feed([promise("a", "h1", "vm-1"), dataclasses.replace(
+        promise("b", "h2", "vm-2"), expires_at=NOW + timedelta(seconds=2))])
+    whole = feed.changes(None, NOW, NOW)
+    assert whole.whole and set(whole.on) == {"h1", "h2"}
+    assert feed.changes(whole.version, NOW, NOW).on == {}
+    feed.add(promise("c", "h3", "vm-3"))
+    changed = feed.changes(whole.version, NOW, NOW)
+    assert not changed.whole and {h: [r.id for r in v] for h, v in changed.on.items()} == \
+        {"h3": ["c"]}
+    later, earlier = NOW + timedelta(seconds=3), NOW + timedelta(seconds=1)
+    assert set(feed.changes(changed.version, earlier, later).on) == {"h2"}
+    assert set(feed.changes(changed.version, later, earlier).on) == {"h2"}, "time went back"
+    assert set(feed.changes(changed.version, NOW, earlier).on) == set()
+    assert set(feed.changes(changed.version, NOW, NOW, ["vm-1", "vm-9"]).on) == {"h1"}
+    deleted(feed, promise("c", "h3", "vm-3"))
+    assert feed.changes(changed.version, NOW, NOW).on == {"h3": ()}
+    feed._reload()
+    assert feed.changes(changed.version, NOW, NOW).whole, "a reload starts callers again"
+    mark = feed.changes(None, NOW, NOW).version
+    for n in range(2 * 4096 + 1):
+        feed.add(promise(f"n{n}", "h4", f"vm-n{n}"))
+    assert feed.changes(mark, NOW, NOW).whole, "older than the log kept"
+    assert feed.changes(feed.changes(None, NOW, NOW).version, NOW, NOW).on == {}
