@@ -79,6 +79,16 @@ def used_slices(slots: Iterable[Slot]) -> frozenset[int]:
     return frozenset(s for start, size in slots for s in range(start, start + size))
 
 
+def instance_slots(instances: Iterable, in_use_only: bool = False) -> tuple[Slot, ...]:
+    """``(start, size)`` of a GPU's reported MIG instances (``MigInstance`` of the topology).
+
+    Every instance holds its slices until destroyed; with ``in_use_only`` only those a
+    guest uses, the layout a re-partition (destroying the idle ones) starts from.
+    """
+    return tuple((i.placement_start, i.placement_size) for i in instances
+                 if i.in_use or not in_use_only)
+
+
 def placements(geometry: MigGeometry, profile: str, slots: Iterable[Slot]) -> tuple[int, ...]:
     """The starts at which ``profile`` can be created next to the instances ``slots``.
 

@@ -2,12 +2,14 @@
 
 import pytest
 
+from cortex.knowledge.topology import mig_instance
 from cortex.rules.mig_slots import (
     A100_80GB,
     best_start,
     choose_gpu,
     first_fit_gpu,
     first_start,
+    instance_slots,
     largest_free_run,
     placements,
     profile_for_share,
@@ -103,3 +105,14 @@ def test_profile_for_share_maps_compute_fraction_to_the_smallest_profile():
 def test_unknown_profile_is_named():
     with pytest.raises(KeyError, match="5g.50gb"):
         placements(G, "5g.50gb", ())
+
+
+def test_reported_instances_give_their_slots_idle_ones_only_without_in_use_only():
+    # as the agent reports them: a 3g.40gb in use at 0, an idle 2g.20gb at 4 and 1g at 6
+    gpu = [mig_instance(2, 2, "3g.40gb", 0, 4, 40192, True),
+           mig_instance(5, 1, "2g.20gb", 4, 2, 19968, False),
+           mig_instance(13, 0, "1g.10gb", 6, 1, 9856, False)]
+    assert instance_slots(gpu) == ((0, 4), (4, 2), (6, 1))
+    assert placements(G, "3g.40gb", instance_slots(gpu)) == ()
+    assert instance_slots(gpu, in_use_only=True) == ((0, 4),)
+    assert placements(G, "3g.40gb", instance_slots(gpu, in_use_only=True)) == (4,)
