@@ -77,6 +77,10 @@ def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None,
               kubernetes_nodes: bool = False, request_sizes: bool = False) -> KnowledgeView:
     """Read every knowledge table in one transaction and freeze the result.
 
+    On PostgreSQL the transaction reads one snapshot (``REPEATABLE READ``):
+    the version and every row are as one commit left them, never half of a report or a
+    sync written while the view was read.
+
     ``network_keys`` are the aggregate metadata keys of the network location
     (``[network]`` options; default ``topology:leaf`` etc.); aggregates place hosts
     before the stored file and Prometheus locations (:func:`build_topology`).
@@ -110,6 +114,10 @@ def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
                request_sizes: bool = False) -> KnowledgeView:
     """:func:`load_view`, with the collector paused."""
     skips = Skips()
+    if isinstance(bind, Engine) and bind.dialect.name == "postgresql":
+        # one snapshot for every statement: under READ COMMITTED a report replaced between
+        # two of them would leave its host with the new header and none of its GPUs
+        bind = bind.execution_options(isolation_level="REPEATABLE READ")
     with Session(bind) as session, session.begin_nested() if isinstance(
             bind, Connection) else session.begin():
         version = session.execute(
