@@ -17,9 +17,10 @@ from cortex.store.reports import store_report
 
 
 def gpu_host(engine) -> str:
-    """A host of the demo fleet whose report lists GPUs."""
+    """A host of the view (a Nova host of the demo fleet) whose report lists GPUs."""
+    hosts = load_view(engine).hosts
     with engine.connect() as connection:
-        found = read_reports(connection)
+        found = read_reports(connection, sorted(hosts))
     return next(host for host, report in sorted(found.items()) if report["gpus"])
 
 

@@ -16,8 +16,17 @@ from cortex.knowledge.reservations import Reservation
 from cortex.store.reservations import ReservationStore
 from tests.waiting import DEADLINE
 
-NOW = datetime.now(UTC).replace(microsecond=0)
-LATER = NOW + timedelta(hours=1)
+#: The tests' clock (``now`` fixture): a promise made now that expires in an hour.
+NOW = LATER = datetime.min.replace(tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def now():
+    """Read the clock once, when the module's first test runs (not at import)."""
+    global NOW, LATER
+    NOW = datetime.now(UTC).replace(microsecond=0)
+    LATER = NOW + timedelta(hours=1)
+    return NOW
 #: The revision that makes the announcements per statement.
 REVISION = "0022"
 
