@@ -46,7 +46,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, event
+from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 
 LOG = logging.getLogger(__name__)
@@ -111,6 +111,33 @@ def remaining() -> float | None:
     """Seconds left of this thread's :func:`deadline` (may be negative); None outside one."""
     scope: _Scope | None = getattr(_local, "scope", None)
     return None if scope is None else scope.until - time.monotonic()
+
+
+#: Share of a deadline's time left that the lock waits of a transaction begun inside it
+#: may take (:func:`bound_lock_waits`).
+LOCK_SHARE = 0.8
+
+# this transaction's lock_timeout: ``:ms``, or the connection's own when that is shorter
+_BOUND_LOCK_WAITS = text(
+    "SELECT set_config('lock_timeout', CAST(CASE WHEN s.ms > 0 THEN LEAST(s.ms, :ms) "
+    "ELSE :ms END AS bigint) || 'ms', true) FROM (SELECT EXTRACT(EPOCH FROM "
+    "CAST(current_setting('lock_timeout') AS interval)) * 1000 AS ms) AS s")
+
+
+def bound_lock_waits(connection: Connection) -> None:
+    """Inside a :func:`deadline`: end ``connection``'s lock waits before the deadline does.
+
+    Sets the open transaction's PostgreSQL ``lock_timeout`` to :data:`LOCK_SHARE` of the
+    time left (or keeps the connection's own, when shorter), so that a lock another
+    transaction holds too long is refused by the server (SQLSTATE 55P03, psycopg's
+    ``LockNotAvailable``) while the watchdog still waits: contention ends as one call's
+    error, and never as a shut socket that marks the whole database down for every
+    call of the process. Outside a deadline, or on another database: nothing.
+    """
+    left = remaining()
+    if left is None or connection.dialect.name != "postgresql":
+        return
+    connection.execute(_BOUND_LOCK_WAITS, {"ms": max(1, int(left * LOCK_SHARE * 1000))})
 
 
 class Health:

@@ -28,6 +28,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, select, text, update
 
 from cortex.db import models
+from cortex.db.guard import bound_lock_waits
 from cortex.knowledge.reservations import Reservation
 from cortex.store.memory import GroupLock, GroupPromise
 from cortex.store.reservation_rows import LOCK_NAMESPACE
@@ -73,6 +74,7 @@ class GroupPromiseStore:
         local = nullcontext() if self._postgres else self._store.process_lock
         with local, self._engine.begin() as connection:
             if self._postgres:
+                bound_lock_waits(connection)
                 keys = connection.execute(_LOCK_KEYS, {"names": sorted(set(names))}).scalars()
                 for key in list(keys):
                     connection.execute(_LOCK, {"ns": LOCK_NAMESPACE, "key": key})

@@ -15,14 +15,15 @@ from types import MappingProxyType
 
 import pytest
 from prometheus_client import CollectorRegistry
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text
 
 from cortex import conf
-from cortex.db import models
+from cortex.db import guard, models
 from cortex.pipeline.config import load_pipelines
 from cortex.scheduler.metrics import SchedulerMetrics
 from cortex.scheduler.promise import CLIQUE_LABEL, clique_of, count_expired, gang_of, group_store
 from cortex.scheduler.service import RunOptions, SchedulerService, SchedulerSettings
+from cortex.store.reservation_rows import LOCK_NAMESPACE
 from cortex.store.reservations import ReservationStore
 from tests.fakes import ViewCache, nova, view
 from tests.gpu_fakes import board_topology, gpu_host
@@ -57,10 +58,10 @@ def store(engine):
     empty()
 
 
-def service(current, store, ttl=300.0):
+def service(current, store, ttl=300.0, budget=0.0):
     registry = CollectorRegistry()
     return SchedulerService(PIPELINES, ViewCache(current),
-                            SchedulerSettings(reservation_ttl=ttl, request_time_budget=0),
+                            SchedulerSettings(reservation_ttl=ttl, request_time_budget=budget),
                             reservations=store, metrics=SchedulerMetrics(registry)), registry
 
 
@@ -163,14 +164,16 @@ def test_unclaimed_slots_expire_and_are_counted(store, engine):
 
 def test_fifty_concurrent_groups_for_room_that_holds_ten_never_over_promise(store, engine):
     """Twenty boards: room for ten groups of two 8-GPU members; each worker has its own
-    view of no reservation, so only the locks keep them from promising a board twice."""
+    view of no reservation, so only the locks keep them from promising a board twice.
+    The calls' budget is long: the fifty wait for each other's locks in one process, and
+    on a busy machine the default's 5 s could run out (a call then answers unpromised)."""
     current = fleet(free=20)
     hosts = list(current.hosts)
     barrier = threading.Barrier(50)
     answers, errors = [], []
 
     def one(i):
-        scheduler, _ = service(current, store)
+        scheduler, _ = service(current, store, budget=120.0)
         barrier.wait()
         try:
             answers.append(scheduler.schedule(member(hosts, 0, request_id=f"req-{i:02d}",
@@ -188,6 +191,24 @@ def test_fifty_concurrent_groups_for_room_that_holds_ten_never_over_promise(stor
     assert len(placed) == 10 and len(answers) == 50
     rows = store.active(datetime.now(UTC))
     assert len(rows) == 20 and len({r.host for r in rows}) == 20  # one 8-GPU member a board
+
+
+def test_a_group_whose_hosts_stay_locked_past_the_budget_leaves_the_database_up(store, engine):
+    """Contention is not an outage: the server refuses the lock before the watchdog fires."""
+    current = fleet(free=2)
+    hosts = list(current.hosts)
+    scheduler, _ = service(current, store, budget=1.0)
+    state = guard.health(engine)
+    with engine.connect() as holder, holder.begin():
+        for host in hosts:
+            holder.execute(text("SELECT pg_advisory_xact_lock(:ns, hashtext(:host))"),
+                           {"ns": LOCK_NAMESPACE, "host": host})
+        decision = scheduler.schedule(member(hosts, 0, members=2), LIVE)
+    step = decision.steps[-1]
+    assert step.status == "error" and "LockNotAvailable" in step.reason
+    assert decision.result[0] in hosts  # the answer stands, unpromised
+    assert not state.down
+    assert stored(engine) == (0, 0)
 
 
 def test_a_member_offered_no_promised_board_frees_one_slot_and_is_promised_alone(store):
