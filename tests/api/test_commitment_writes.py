@@ -41,9 +41,14 @@ def build(url, engine, **overrides):
 
 @pytest.fixture(scope="module")
 def started(demo):
-    """The module's workers, built once."""
+    """The module's workers, built once.
+
+    Their budget is long: fifty writes queue on one lock in one process, and on a busy
+    machine the default 2 s could run out for the last of them (a 503, not a 409).
+    """
     url, engine = demo
-    apps = [build(url, engine) for _ in range(WORKERS)]
+    apps = [build(url, engine, **{"scheduler.request_time_budget": 60.0})
+            for _ in range(WORKERS)]
     yield apps
     for app in apps:
         stop_app(app)
