@@ -244,19 +244,23 @@ def checked(counted):
 def test_background_checker_keeps_the_age_current_without_requests(counted, checked):
     cache, clock = checked
     cache.view()                                           # starts the checker
-    checks = counted["version"]
-    clock.now = 3600.0                                     # an hour without a request
-    wait_until(lambda: counted["version"] > checks, what="a check of the checker's own")
-    assert cache.age() < 10 and cache.problem() is None
+    with cache._lock:                                      # no check in flight meanwhile
+        checks = counted["version"]
+        clock.now = 3600.0                                 # an hour without a request
+    wait_until(lambda: counted["version"] > checks and cache.age() < 10,
+               what="a check of the checker's own, an hour on")
+    assert cache.problem() is None
 
 
 def test_the_checker_runs_from_the_start_not_from_the_first_request(counted, checked):
     cache, clock = checked
     cache.refresh()                                        # the app's own first load
     cache.start()                                          # the worker starts
-    checks = counted["version"]
-    clock.now = 3600.0                                     # idle: not one request
-    wait_until(lambda: counted["version"] > checks, what="a check of the checker's own")
+    with cache._lock:                                      # no check in flight meanwhile
+        checks = counted["version"]
+        clock.now = 3600.0                                 # idle: not one request
+    wait_until(lambda: counted["version"] > checks and cache.age() < 10,
+               what="a check of the checker's own, an hour on")
     assert cache.problem() is None
 
 
