@@ -59,6 +59,8 @@ METRICS = (
     ("vGPUs placed", lambda r: r.gpus_placed("vgpus"), "{:.0f}"),
     ("all NVLink %", lambda r: 100 * (r.nvlink_share or 0), "{:.1f}"),
     ("all NVLink where possible %", lambda r: 100 * (r.nvlink_possible_share or 0), "{:.1f}"),
+    ("all NVLink where the fleet has such a set %",
+     lambda r: 100 * (r.nvlink_fleet_share or 0), "{:.1f}"),
     ("NUMA-local %", lambda r: 100 * (r.numa_local_share or 0), "{:.1f}"),
     ("frag. 4-GPU", lambda r: r.mean("frag4"), "{:.1f}"),
     ("frag. 8-GPU", lambda r: r.mean("frag8"), "{:.1f}"),
@@ -122,6 +124,7 @@ def whole_fleet_run(args: tuple) -> dict:
             "unallocated_pct": dict(zip(map(str, ARRIVED), run.unallocated_curve(ARRIVED),
                                         strict=True)),
             "nvlink_complete_pct": 100 * (run.nvlink_possible_share or 0),
+            "nvlink_fleet_pct": 100 * (run.nvlink_fleet_share or 0),
             "numa_local_pct": 100 * (run.numa_local_share or 0),
             "wall_s": run.wall_s, "cpu_s": time.process_time() - started}
 
@@ -145,8 +148,9 @@ def whole_fleet(args: argparse.Namespace) -> None:
                   f"{result['cpu_s']:.0f} s CPU", flush=True)
     print(f"\n{len(found)} replays in {time.perf_counter() - started:.0f} s\n")
     print("| policy | seeds | requests | placed before 1st rejection | unallocated GPUs at "
-          + " / ".join(f"{a} %" for a in ARRIVED) + " arrived | NVLink-complete | NUMA-local |")
-    print("|---|---|---|---|---|---|---|")
+          + " / ".join(f"{a} %" for a in ARRIVED)
+          + " arrived | NVLink-complete | NVLink-complete (fleet) | NUMA-local |")
+    print("|---|---|---|---|---|---|---|---|")
     for policy in args.policy:
         runs = [r for r in found if r["policy"] == policy]
         curve = []
@@ -158,7 +162,14 @@ def whole_fleet(args: argparse.Namespace) -> None:
               f" | {statistics.fmean(r['placed_before_first_rejection'] for r in runs):.0f}"
               f" | {' / '.join(curve)} % "
               f"| {statistics.fmean(r['nvlink_complete_pct'] for r in runs):.1f} % "
+              f"| {_fleet_pct(runs)} "
               f"| {statistics.fmean(r['numa_local_pct'] for r in runs):.1f} % |")
+
+
+def _fleet_pct(runs: list[dict]) -> str:
+    """The mean fleet-level NVLink-complete share of the runs (``n/a`` in older JSON lines)."""
+    values = [r["nvlink_fleet_pct"] for r in runs if "nvlink_fleet_pct" in r]
+    return f"{statistics.fmean(values):.1f} %" if values else "n/a"
 
 
 def main() -> None:

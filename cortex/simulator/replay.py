@@ -15,7 +15,9 @@ instance holds. Departures at the same time as an arrival go first.
 
 Measures per arrival (:class:`Decision`): placed or not, the GPUs taken, whether a
 multi-GPU set is all NVLink-connected and whether some host that passed the filters
-had a free NVLink-connected set of that size for it, whether the GPUs sit on the NUMA
+had a free NVLink-connected set of that size for it, whether a host of the fleet holds an
+NVLink-connected set of that size of a GPU model the request accepts at all (whole-host
+capacity, :func:`nvlink_reach`), whether the GPUs sit on the NUMA
 cells of the guest's CPUs, the decision time (parse + scheduler), and fragmentation
 after it: free GPUs on hosts with fewer than 4 (8) free GPUs, which can serve no 4-
 (8-) GPU request, counted on hosts with at least 4 (8) GPUs (:func:`stranded`).
@@ -78,6 +80,10 @@ class Decision:
     frag8: int
     free_gpus: float
     mispredicted: bool | None = None
+    #: Multi-GPU placements: whether some host of the fleet holds, counting all its
+    #: passthrough GPUs whatever their use, an NVLink-connected set of ``gpus`` GPUs of a
+    #: model the request accepts (:func:`nvlink_reach`); None for the others.
+    nvlink_fleet_possible: bool | None = None
     #: GPUs asked: ``gpus``, and where vGPUs share passthrough GPUs (boards with
     #: ``gpu_sharing: any``) also ``vgpus`` as their share of one GPU.
     demand: float = 0.0
@@ -175,6 +181,24 @@ class RunResult:
     def nvlink_possible_share(self) -> float | None:
         """The same share among placements where the fleet offered an NVLink-connected set."""
         return _share(d.nvlink for d in self._multi() if d.nvlink_possible)
+
+    @property
+    def nvlink_fleet_share(self) -> float | None:
+        """The fleet-level NVLink-complete share: 0..1, None without a counted placement.
+
+        Among the placed requests of 2 or more passthrough GPUs whose accepted GPU models
+        have an NVLink-connected set of the request's size on some host of the fleet
+        (whole-host capacity, not the use at the time: :attr:`Decision.nvlink_fleet_possible`),
+        the share placed on a set whose GPUs are all NVLink-connected. A request no host
+        could ever give NVLink (no host of an accepted model has such a set, as a 4-GPU
+        request on a PCIe-only model) is left out; one that could have had NVLink
+        somewhere but did not get it counts against, even when every such set was busy
+        when it arrived (where :attr:`nvlink_possible_share` leaves it out). The field's
+        measure of topology-aware placement (a multi-GPU job on NVLink-connected GPUs or
+        not) taken over the fleet, as Weng et al., "Beware of Fragmentation" (USENIX ATC
+        '23), take fragmentation over the cluster rather than per decision.
+        """
+        return _share(d.nvlink for d in self._multi() if d.nvlink_fleet_possible)
 
     @property
     def misprediction_share(self) -> float | None:
@@ -379,6 +403,7 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
     result = RunResult(pipeline, fleet.name, fleet.gpus, passthrough_gpus=sum(
         host.passthrough_gpus() for host in cloud.hosts.values()))
     rejected, where, tally = 0, {}, Tally(cloud)
+    reach = nvlink_reach(cloud)
     for kind, index, request in _events(trace):
         if kind == "departure":
             if request.id in where:
@@ -397,7 +422,7 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
         cloud.kind = "vgpu" if request.vgpus else "pci"
         decision = _decide(cloud, source, service, index, request,
                            request_body(request, offered, offered_weights, pipeline),
-                           max_attempts, tally, policy)
+                           max_attempts, tally, policy, reach)
         result.decisions.append(decision)
         if decision.host:
             where[request.id] = decision.host
@@ -424,10 +449,13 @@ def _events(trace: Sequence[TraceRequest]) -> list[tuple[str, int, TraceRequest]
 
 def _decide(cloud: SimCloud, source: SimCloud | CarriedAnswers, service: SchedulerService,
             index: int, trace_request: TraceRequest, body: dict[str, Any],
-            max_attempts: int, tally: Tally, policy: PolicyOrder | None = None) -> Decision:
+            max_attempts: int, tally: Tally, policy: PolicyOrder | None = None,
+            reach: Mapping[tuple[str, str], int] | None = None) -> Decision:
     """Decide one arrival and claim it on the first host that takes it.
 
-    ``policy``: orders the hosts that passed the filters instead of the weighers.
+    ``policy``: orders the hosts that passed the filters instead of the weighers;
+    ``reach``: the fleet's largest NVLink-connected set per GPU model
+    (:func:`nvlink_reach`; None: measured on the cloud now).
     """
     view = source.view()
     started = time.perf_counter()
@@ -450,13 +478,16 @@ def _decide(cloud: SimCloud, source: SimCloud | CarriedAnswers, service: Schedul
             mispredicted = set(allocation.gpus) != set(allocation.predicted)
             break
         reason = "claims failed on nova-compute"
-    nvlink = possible = local = None
+    nvlink = possible = fleet_possible = local = None
     if host and trace_request.gpus:
         topology = view.hosts[host].topology
         gpus = gpu_map(topology)
         if trace_request.gpus >= 2:
             nvlink = gpus.all_linked(gpus.mask(devices), "nvlink")
             possible = _nvlink_possible(view, decided.result, request, trace_request.gpus)
+            fleet_possible = nvlink_reachable(
+                nvlink_reach(cloud) if reach is None else reach, trace_request.products,
+                trace_request.gpus)
         if cells is not None:
             local = all(gpus.nodes[gpus.index[a]] in cells for a in devices)
     counts = tally.update(cloud, host)
@@ -466,7 +497,7 @@ def _decide(cloud: SimCloud, source: SimCloud | CarriedAnswers, service: Schedul
     return Decision(index, trace_request.id, trace_request.gpus, trace_request.vgpus, host,
                     reason, tuple(devices), nvlink, possible, local, elapsed, attempts,
                     stranded(counts, 4), stranded(counts, 8), tally.unallocated,
-                    mispredicted if trace_request.gpus else None, demand)
+                    mispredicted if trace_request.gpus else None, fleet_possible, demand)
 
 
 class Tally:
@@ -511,3 +542,44 @@ def _nvlink_possible(view: Any, hosts: Sequence[str], request: NovaRequest, k: i
         if max(gpus.clique_sizes(candidate_mask(topology, gpus, request), "nvlink")) >= k:
             return True
     return False
+
+
+def nvlink_reach(cloud: SimCloud) -> dict[tuple[str, str], int]:
+    """Per GPU model, the largest NVLink-connected set of GPUs one host of the fleet holds.
+
+    ``{(vendor_id, product_id): GPUs}``, ids lower-cased as Nova's PCI pools hold them.
+    Counted on each host's whole board (:attr:`SimHost.base`: every passthrough GPU,
+    whatever holds it now), so it is measured once per fleet, not per event: a set of
+    GPUs of one model that are pairwise joined by NVLink (NVSwitch included), the
+    cliques of :meth:`cortex.rules.gpu_sets.GpuMap.clique_sizes`. Hosts without
+    passthrough GPUs (vGPU hosts) and GPUs that cannot be passed through (MIG, vGPU
+    parents) are left out. A model no host links is absent (or 1).
+    """
+    reach: dict[tuple[str, str], int] = {}
+    for host in cloud.hosts.values():
+        if not host.passthrough_gpus():
+            continue
+        topology = host.base
+        gpus = gpu_map(topology)
+        models: dict[tuple[str, str], list[str]] = {}
+        for gpu in topology.gpus:
+            if gpu.passthrough and gpu.healthy:
+                model = (gpu.vendor_id.lower(), (gpu.device_id or "").lower())
+                models.setdefault(model, []).append(gpu.pci_address)
+        for model, addresses in models.items():
+            size = max(gpus.clique_sizes(gpus.mask(addresses), "nvlink"), default=0)
+            reach[model] = max(reach.get(model, 0), size)
+    return reach
+
+
+def nvlink_reachable(reach: Mapping[tuple[str, str], int], products: Sequence[str],
+                     k: int, vendor: str = VENDOR_NVIDIA) -> bool:
+    """Whether the fleet holds k NVLink-connected GPUs of a model a request accepts.
+
+    ``reach``: :func:`nvlink_reach`; ``products``: the PCI product ids the request
+    accepts (empty: any GPU of ``vendor``, as the simulated request's spec asks).
+    """
+    wanted = {p.lower() for p in products}
+    vendor = vendor.lower()
+    return any(size >= k for (v, product), size in reach.items()
+               if v == vendor and (not wanted or product in wanted))

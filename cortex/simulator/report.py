@@ -19,7 +19,8 @@ WINDOW = 50  # arrivals in the plot's rolling means
 COLUMNS = ("pipeline", "requests", "placed", "GPUs (vGPUs) placed",
            "first rejection (placed before)",
            "first GPU / vGPU rejection",
-           "multi-GPU", "all NVLink", "all NVLink where possible", "NUMA-local",
+           "multi-GPU", "all NVLink", "all NVLink where possible",
+           "all NVLink where the fleet has such a set", "NUMA-local",
            "frag. 4-GPU (mean)", "frag. 8-GPU (mean)", "decision ms p50 / p95")
 
 
@@ -44,7 +45,8 @@ def table(runs: Sequence[RunResult]) -> str:
             "none" if first is None else f"#{first} ({run.placed_before_first_rejection})",
             " / ".join(_arrival(run.first_rejection_of(k)) for k in ("gpu", "vgpu")),
             str(run.multi_gpu), _percent(run.nvlink_share),
-            _percent(run.nvlink_possible_share), _percent(run.numa_local_share),
+            _percent(run.nvlink_possible_share), _percent(run.nvlink_fleet_share),
+            _percent(run.numa_local_share),
             f"{run.mean('frag4'):.1f}", f"{run.mean('frag8'):.1f}",
             f"{run.decision_ms(0.5):.1f} / {run.decision_ms(0.95):.1f}")
         lines.append("| " + " | ".join(cells) + " |")
@@ -78,7 +80,10 @@ def summary(by_seed: Sequence[Sequence[RunResult]]) -> dict[str, Any]:
     (:func:`interval`), ``unallocated_gpu_pct_at`` (Weng et al.'s measure at 50, 100
     and 120 % arrived, the mean over the seeds that got there, else None),
     ``nvlink_complete_pct`` (multi-GPU placements all on NVLink where the fleet had such
-    a set), ``nvlink_all_pct``, ``numa_local_pct``, ``gpus_placed``,
+    a set), ``nvlink_fleet_pct`` (the same among multi-GPU placements whose accepted
+    models have such a set on some host of the fleet, busy or not:
+    :attr:`RunResult.nvlink_fleet_share`), ``nvlink_all_pct``, ``numa_local_pct``,
+    ``gpus_placed``,
     ``mispredicted_pct`` (GPU placements whose devices the weighers' model did not
     predict: only with a shuffled device order); the subject also
     ``paired_vs``: per other pipeline the per-seed difference of requests placed before
@@ -97,6 +102,7 @@ def summary(by_seed: Sequence[Sequence[RunResult]]) -> dict[str, Any]:
                 str(level): _mean([r.unallocated_pct_at(level) for r in runs])
                 for level in ARRIVED_LEVELS},
             "nvlink_complete_pct": _mean([_pct(r.nvlink_possible_share) for r in runs]),
+            "nvlink_fleet_pct": _mean([_pct(r.nvlink_fleet_share) for r in runs]),
             "nvlink_all_pct": _mean([_pct(r.nvlink_share) for r in runs]),
             "numa_local_pct": _mean([_pct(r.numa_local_share) for r in runs]),
             "mispredicted_pct": _mean([_pct(r.misprediction_share) for r in runs]),
