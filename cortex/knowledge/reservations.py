@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import ChainMap
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
@@ -325,6 +325,11 @@ class _Listed(Sequence[Reservation]):
         return [r for r in (*self._extras, *self._on.get(host, ()))
                 if r.host == host and self._counts(r)]
 
+    def holds_on(self, hosts: Container[str] | None) -> list[Reservation]:
+        """The commitments' holds listed on ``hosts`` (None: every host): :func:`holds_on`."""
+        return [r for r in self._extras if is_hold(r) and (hosts is None or r.host in hosts)
+                and self._counts(r)]
+
     def _listed(self) -> tuple[Reservation, ...]:
         if self._all is None:
             self._all = tuple(r for r in (*self._extras, *(r for items in self._on.values()
@@ -440,10 +445,32 @@ def free_holds(commitment: Any, hosts: Mapping[str, object]) -> list[Any]:
     return free
 
 
+#: The id prefix of a commitment's hold laid over a view as a reservation
+#: (:func:`as_reservation`); the reservation store's rows have UUIDs.
+HOLD_PREFIX = "hold-"
+
+
 def as_reservation(hold: Any, created_at: datetime, expires_at: datetime) -> Reservation:
     """A commitment's ``hold`` as a reservation of no instance (counted until ``expires_at``)."""
-    return Reservation(f"hold-{hold.id}", hold.host, None, None, hold.resources, hold.gpus,
-                       created_at, expires_at)
+    return Reservation(f"{HOLD_PREFIX}{hold.id}", hold.host, None, None, hold.resources,
+                       hold.gpus, created_at, expires_at)
+
+
+def is_hold(reservation: Reservation) -> bool:
+    """Whether ``reservation`` is a commitment's hold, not a row of the reservation store."""
+    return reservation.id.startswith(HOLD_PREFIX)
+
+
+def holds_on(view: KnowledgeView, hosts: Container[str] | None = None) -> list[Reservation]:
+    """The commitments' holds ``view`` counts on ``hosts`` (None: on every host).
+
+    What a read of the reservation store leaves out: a promise that reads a host's rows
+    under its lock adds these to them, so committed room stays taken in its re-check.
+    """
+    listed = view.reservations
+    if isinstance(listed, _Listed):
+        return listed.holds_on(hosts)
+    return [r for r in listed if is_hold(r) and (hosts is None or r.host in hosts)]
 
 
 def counted_holds(commitments: Iterable[Any], hosts: Mapping[str, object],
@@ -476,7 +503,8 @@ def request_view(view: KnowledgeView, in_flight: Iterable[Reservation] | LiveRes
     """
     committed = view.commitments if commitments is None else commitments
     extras = [*holds, *counted_holds(committed, view.hosts, project_id, now)]
-    if isinstance(in_flight, LiveReservations):
+    if hasattr(in_flight, "changes"):  # a LiveReservations (isinstance on the protocol
+        # costs most of a call's overlay when nothing changed)
         if view.base is None:
             return _fed(view, in_flight, tuple(extras), now, instance_uuid)
         found = in_flight.changes(None, now, now)  # an overlaid view: its whole list
@@ -495,8 +523,8 @@ class Recount:
     state the pipeline judged (``view`` the request's view itself) when the same, else
     the pending ones counted over the synced state (``view``: the request's view with
     that one state laid over it); both None when no reservations were given and the
-    view's own did not match. ``expected``:
-    the ids of every reservation listed on the host (the request's own left out).
+    view's own did not match. ``expected``: the ids of the store's reservations listed
+    on the host (the request's own and the commitments' holds left out).
     """
 
     same: bool
@@ -520,11 +548,13 @@ def recount(base: KnowledgeView, overlaid: KnowledgeView, host: str, own: str | 
     """
     if current is None and isinstance(overlaid.reservations, _Listed):
         listed = others_on(overlaid.reservations.on(host), host, own)
-    else:
-        listed = others_on(overlaid.reservations if current is None else current, host, own)
+    elif current is None:
+        listed = others_on(overlaid.reservations, host, own)
+    else:  # the store's rows, and the holds the view counts there (the store has none)
+        listed = others_on([*current, *holds_on(overlaid, (host,))], host, own)
     others = pending(listed, base, now)
     counted = counted_on(overlaid, host)
-    expected = frozenset(r.id for r in listed)
+    expected = frozenset(r.id for r in listed if not is_hold(r))
     same = counted is not None and counted == frozenset(r.id for r in others)
     if same and judged:
         return Recount(True, overlaid.hosts[host], overlaid, expected)

@@ -5,10 +5,10 @@ it (:func:`cortex.knowledge.reservations.request_view`); a concurrent call (anot
 thread, worker or replica) may have promised the same capacity since. :func:`promise`
 is the scheduler service's one step for it: a Nova create or move (a Kubernetes pod
 where its call asks) is promised alone (:func:`promise_first`), or, as a member of a
-group placed all or nothing (:mod:`cortex.scheduler.groups`), with its group
-(:func:`promise_group`). Each asks the overlay one question per host
-(:func:`cortex.knowledge.reservations.recount`): are the host's reservations still
-the ones the pipeline counted, and else what is its state with them.
+group placed all or nothing, with its group (:func:`promise_group`). Each asks the
+overlay one question per host (:func:`cortex.knowledge.reservations.recount`): are
+the host's reservations still the ones the pipeline counted, and else what is its
+state with them.
 
 A lone call: :func:`promise_first` takes the answer's hosts in order and, for each,
 holds the host's lock in the reservation store
@@ -79,7 +79,13 @@ from typing import Any
 
 from cortex.decision import HostWeights, StepResult
 from cortex.ids import new_uuid
-from cortex.knowledge.reservations import Reservation, recount, relaid, with_reservations
+from cortex.knowledge.reservations import (
+    Reservation,
+    holds_on,
+    recount,
+    relaid,
+    with_reservations,
+)
 from cortex.knowledge.view import KnowledgeView
 from cortex.pipeline.config import Pipeline
 from cortex.pipeline.engine import PipelineResult, refusal
@@ -427,12 +433,14 @@ def _with(overlaid: KnowledgeView, base: KnowledgeView, current: list[Reservatio
           members: list[Reservation], own: str | None, now: datetime) -> KnowledgeView:
     """``overlaid`` with ``members`` laid over their hosts (and ``current`` there, if given).
 
-    ``current``: the reservations read under the locks; None keeps ``overlaid``'s.
+    ``current``: the reservations read under the locks; None keeps ``overlaid``'s. The
+    commitments' holds ``overlaid`` counts stay counted (the store holds none of them).
     """
     hosts = {m.host for m in members} | {r.host for r in current or ()}
     hosts &= base.hosts.keys()
     listed = list(overlaid.reservations) if current is None else [
-        *(r for r in overlaid.reservations if r.host not in hosts), *current]
+        *(r for r in overlaid.reservations if r.host not in hosts), *current,
+        *holds_on(overlaid, hosts)]
     return relaid(overlaid, base, listed, hosts, own, now, members)
 
 
@@ -548,8 +556,12 @@ def _first(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: Know
 
 def _fresh(overlaid: KnowledgeView, base: KnowledgeView, groups: Any,
            request: Any, now: datetime) -> KnowledgeView:
-    """``base`` with every reservation the store holds now (read from its table)."""
-    return with_reservations(base, groups.reservations(now), now, request.instance_uuid)
+    """``base`` with every reservation the store holds now (read from its table).
+
+    And the commitments' holds ``overlaid`` counts, which the store does not hold.
+    """
+    return with_reservations(base, [*groups.reservations(now), *holds_on(overlaid)], now,
+                             request.instance_uuid)
 
 
 def _later(pipeline: Pipeline, request: Any, base: KnowledgeView, overlaid: KnowledgeView,

@@ -70,6 +70,20 @@ def test_a_recount_tells_the_counted_reservations_from_new_ones():
     assert remade.same and remade.state is not seen.hosts["h1"] and used(remade.state) == 2
 
 
+def test_a_recount_under_the_lock_keeps_the_committed_room_taken():
+    """The store holds no commitment hold: a promise's re-read of a host's rows adds the
+    holds the view counts there, and expects only the store's rows back."""
+    synced = dataclasses.replace(view(host("h1"), host("h2")), commitments=(committed(),))
+    for live in ([], filled_feed([])):
+        seen = request_view(synced, live, NOW, "vm-1", OTHER)
+        assert used(seen.hosts["h2"]) == 8
+        unchanged = recount(synced, seen, "h2", "vm-1", NOW, [])
+        assert unchanged.same and unchanged.expected == frozenset()
+        assert recount(synced, seen, "h2", "vm-1", NOW).expected == frozenset()
+        newer = recount(synced, seen, "h2", "vm-1", NOW, [promise("b", "h2", "vm-3")])
+        assert not newer.same and used(newer.state) == 10 and newer.expected == {"b"}
+
+
 def test_an_overlay_made_from_the_last_one_is_the_one_made_whole():
     """Calls on one synced view reuse its last overlay (only the hosts whose reservations
     came or went are recounted); each answer equals the overlay made on a fresh view."""
