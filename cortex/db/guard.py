@@ -125,14 +125,16 @@ _BOUND_LOCK_WAITS = text(
 
 
 def bound_lock_waits(connection: Connection) -> None:
-    """Inside a :func:`deadline`: end ``connection``'s lock waits before the deadline does.
+    """Inside a :func:`deadline`: end ``connection``'s next lock wait before the deadline does.
 
     Sets the open transaction's PostgreSQL ``lock_timeout`` to :data:`LOCK_SHARE` of the
     time left (or keeps the connection's own, when shorter), so that a lock another
     transaction holds too long is refused by the server (SQLSTATE 55P03, psycopg's
     ``LockNotAvailable``) while the watchdog still waits: contention ends as one call's
     error, and never as a shut socket that marks the whole database down for every
-    call of the process. Outside a deadline, or on another database: nothing.
+    call of the process. PostgreSQL bounds each lock wait alone: call it before each
+    lock of a transaction that takes several. Outside a deadline, or on another
+    database: nothing.
     """
     left = remaining()
     if left is None or connection.dialect.name != "postgresql":

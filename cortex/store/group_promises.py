@@ -74,9 +74,9 @@ class GroupPromiseStore:
         local = nullcontext() if self._postgres else self._store.process_lock
         with local, self._engine.begin() as connection:
             if self._postgres:
-                bound_lock_waits(connection)
                 keys = connection.execute(_LOCK_KEYS, {"names": sorted(set(names))}).scalars()
                 for key in list(keys):
+                    bound_lock_waits(connection)  # lock_timeout bounds each wait alone
                     connection.execute(_LOCK, {"ns": LOCK_NAMESPACE, "key": key})
             yield connection
 
