@@ -303,6 +303,21 @@ class LiveReservations(Protocol):
         """
 
 
+def _counts(reservation: Reservation, now: datetime, own: str | None) -> bool:
+    """Whether ``reservation`` counts at ``now`` for a call of instance ``own``."""
+    return reservation.expires_at > now and not (own and reservation.instance_uuid == own)
+
+
+def _extra_ids(extras: Iterable[Reservation], now: datetime,
+               own: str | None) -> dict[str, frozenset[str]]:
+    """``{host: ids of the extras that count there}``: what a host's overlay was made with."""
+    found: dict[str, set[str]] = {}
+    for reservation in extras:
+        if _counts(reservation, now, own):
+            found.setdefault(reservation.host, set()).add(reservation.id)
+    return {host: frozenset(ids) for host, ids in found.items()}
+
+
 class _Listed(Sequence[Reservation]):
     """A request view's reservations, listed when first read: ``extras`` then the hosts'.
 
@@ -315,15 +330,17 @@ class _Listed(Sequence[Reservation]):
                  own: str | None) -> None:
         self._extras, self._on, self._now, self._own = extras, on, now, own
         self._all: tuple[Reservation, ...] | None = None
+        self._extras_on: dict[str, list[Reservation]] = {}
+        for reservation in extras:
+            self._extras_on.setdefault(reservation.host, []).append(reservation)
 
     def _counts(self, reservation: Reservation) -> bool:
-        return reservation.expires_at > self._now and not (
-            self._own and reservation.instance_uuid == self._own)
+        return _counts(reservation, self._now, self._own)
 
     def on(self, host: str) -> list[Reservation]:
         """The reservations listed on ``host``."""
-        return [r for r in (*self._extras, *self._on.get(host, ()))
-                if r.host == host and self._counts(r)]
+        return [r for r in (*self._extras_on.get(host, ()), *self._on.get(host, ()))
+                if self._counts(r)]
 
     def holds_on(self, hosts: Container[str] | None) -> list[Reservation]:
         """The commitments' holds listed on ``hosts`` (None: every host): :func:`holds_on`."""
@@ -356,16 +373,17 @@ class _Listed(Sequence[Reservation]):
 class _Fed:
     """The last overlay made on a synced view from a :class:`LiveReservations`.
 
-    ``version``, ``now``, ``own``, ``extras``: the source's change count, the time,
-    the asking instance and the other reservations it was made with; ``on``: every
-    host's reservations from the source at that count.
+    ``version``, ``now``, ``own``: the source's change count, the time and the asking
+    instance it was made with; ``extras``: the ids of the other reservations counted,
+    per host (:func:`_extra_ids`); ``on``: every host's reservations from the source at
+    that count.
     """
 
     source: LiveReservations
     version: int
     now: datetime
     own: str | None
-    extras: tuple[Reservation, ...]
+    extras: Mapping[str, frozenset[str]]
     on: Mapping[str, tuple[Reservation, ...]]
     laid: _Laid
 
@@ -376,10 +394,11 @@ def _fed(view: KnowledgeView, source: LiveReservations, extras: tuple[Reservatio
 
     Made from the last such overlay on ``view``: only the hosts the source changed since,
     those of a reservation that expired (or came back to life) between the two calls'
-    times, those of this and the last call's asking instance and those of ``extras``
-    are looked at again, so the call costs what changed, not what is live. The last one
-    is kept for the next call; two calls at once may both make one, the last kept. A
-    source that stopped listening since the store handed it counts none.
+    times, those of this and the last call's asking instance and those where the
+    ``extras`` counted differ from the last call's are looked at again, so the call
+    costs what changed, not what is live. The last one is kept for the next call; two
+    calls at once may both make one, the last kept. A source that stopped listening
+    since the store handed it counts none.
     """
     box: list[_Fed | None] = view.derived(("reservation-source-overlay",), lambda _: [None])
     last = box[0]
@@ -390,9 +409,10 @@ def _fed(view: KnowledgeView, source: LiveReservations, extras: tuple[Reservatio
                              now if last is None else last.now, now, asked)
     if changes is None:
         return with_reservations(view, extras, now, own)
+    counted = _extra_ids(extras, now, own)
     if last is None or changes.whole:
         on: Mapping[str, tuple[Reservation, ...]] = MappingProxyType(dict(changes.on))
-        touched, base = set(on), None
+        touched, base = set(on) | counted.keys(), None
     else:
         on, touched, base = last.on, set(changes.on), last.laid
         if changes.on:
@@ -403,8 +423,8 @@ def _fed(view: KnowledgeView, source: LiveReservations, extras: tuple[Reservatio
                 else:
                     merged.pop(host, None)
             on = MappingProxyType(merged)
-        touched.update(r.host for r in last.extras)
-    touched.update(r.host for r in extras)
+        touched.update(h for h in counted.keys() | last.extras.keys()
+                       if counted.get(h) != last.extras.get(h))
     recounted: dict[str, list[Reservation]] = {h: [] for h in touched if h in view.hosts}
     listed = _Listed(extras, on, now, own)
     for host in recounted:
@@ -414,7 +434,7 @@ def _fed(view: KnowledgeView, source: LiveReservations, extras: tuple[Reservatio
         laid = _laid(view, [], now, recounted, base)
     else:  # nothing to recount: the last overlay as it is
         laid = base or _Laid((), frozenset(), view.hosts, frozenset(), MappingProxyType({}))
-    box[0] = _Fed(source, changes.version, now, own, extras, on, laid)
+    box[0] = _Fed(source, changes.version, now, own, counted, on, laid)
     if not on and not extras:
         return view
     return dataclasses.replace(view, hosts=laid.hosts, reservations=listed,  # type: ignore[arg-type]

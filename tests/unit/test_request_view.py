@@ -149,7 +149,10 @@ def test_an_overlay_updated_from_the_feeds_changes_is_the_one_made_whole():
             deleted(feed, rng.choice(live))
         live = list(feed.current())
         asking = rng.choice([None, None, *(r.instance_uuid for r in live[-3:])])
-        holds = rng.choice([(), (promise("hold", rng.choice(names), None, 4),)])
+        holds = rng.choice([(), (promise("hold", rng.choice(names), None, 4),), (
+            promise("hold", "h5", None, 4), dataclasses.replace(
+                promise("hold-2", rng.choice(names[:3]), None, 1),
+                expires_at=NOW + timedelta(seconds=rng.choice([1, 2, 300]))))])
         now = NOW + timedelta(seconds=rng.choice([0, 1, 2, 3, 2]))
         made = request_view(synced, feed, now, asking, OTHER, holds)
         whole = request_view(view(*states), live, now, asking, OTHER, holds)
