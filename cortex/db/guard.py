@@ -117,11 +117,23 @@ def remaining() -> float | None:
 #: may take (:func:`bound_lock_waits`).
 LOCK_SHARE = 0.8
 
-# this transaction's lock_timeout: ``:ms``, or the connection's own when that is shorter
-_BOUND_LOCK_WAITS = text(
-    "SELECT set_config('lock_timeout', CAST(CASE WHEN s.ms > 0 THEN LEAST(s.ms, :ms) "
-    "ELSE :ms END AS bigint) || 'ms', true) FROM (SELECT EXTRACT(EPOCH FROM "
+#: This transaction's ``lock_timeout``: ``%(ms)s`` milliseconds, or the connection's own
+#: when that is shorter (psycopg's parameter style; :func:`bound_lock_waits` sends it).
+BOUND_LOCK_WAITS_SQL = (
+    "SELECT set_config('lock_timeout', CAST(CASE WHEN s.ms > 0 THEN LEAST(s.ms, %(ms)s) "
+    "ELSE %(ms)s END AS bigint) || 'ms', true) FROM (SELECT EXTRACT(EPOCH FROM "
     "CAST(current_setting('lock_timeout') AS interval)) * 1000 AS ms) AS s")
+_BOUND_LOCK_WAITS = text(BOUND_LOCK_WAITS_SQL.replace("%(ms)s", ":ms"))
+
+
+def lock_wait_ms() -> int:
+    """Milliseconds the next lock wait may take: :data:`LOCK_SHARE` of this thread's time left.
+
+    At least 1 inside a :func:`deadline` (even one already past); 0 outside one (no bound
+    but the connection's own ``lock_timeout``).
+    """
+    left = remaining()
+    return 0 if left is None else max(1, int(left * LOCK_SHARE * 1000))
 
 
 def bound_lock_waits(connection: Connection) -> None:
@@ -136,10 +148,10 @@ def bound_lock_waits(connection: Connection) -> None:
     lock of a transaction that takes several. Outside a deadline, or on another
     database: nothing.
     """
-    left = remaining()
-    if left is None or connection.dialect.name != "postgresql":
+    wait = lock_wait_ms()
+    if not wait or connection.dialect.name != "postgresql":
         return
-    connection.execute(_BOUND_LOCK_WAITS, {"ms": max(1, int(left * LOCK_SHARE * 1000))})
+    connection.execute(_BOUND_LOCK_WAITS, {"ms": wait})
 
 
 class Health:

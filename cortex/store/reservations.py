@@ -39,6 +39,7 @@ from cortex.db.engine import (
     dumps_json,
     make_engine,
 )
+from cortex.db.guard import BOUND_LOCK_WAITS_SQL, lock_wait_ms
 from cortex.knowledge.reservations import LiveReservations, Reservation
 from cortex.store.group_promises import GroupPromiseStore
 from cortex.store.memory import HostLock, rehearse, reserve_if_unchanged
@@ -74,18 +75,26 @@ def _replace_statement(dialect: str):
         set_={c: statement.excluded[c] for c in _COLUMNS if c != "instance_uuid"})
 
 
-#: The call of migration 0015's function: the reservation's id when written, else NULL.
+#: The call of the promise's function (migrations 0015, 0022, 0023): the reservation's
+#: id when written, else NULL; its wait for the host's lock bounded to ``lock_wait_ms``.
 _RESERVE_IF_UNCHANGED = (
     "SELECT cortex_reserve_if_unchanged(%(ns)s::integer, %(id)s, %(host)s, "
     "%(instance_uuid)s, %(group_id)s, %(resources)s::jsonb, %(gpus)s::jsonb, "
-    "%(created_at)s, %(expires_at)s, %(now)s, %(own)s, %(expected)s::varchar[])")
+    "%(created_at)s, %(expires_at)s, %(now)s, %(own)s, %(expected)s::varchar[], "
+    "%(lock_wait_ms)s::integer)")
 
 
 def _reserved_if_unchanged(raw: Any, made: Reservation, now: datetime,
                            expected: frozenset[str], own: str | None) -> bool:
-    """Call :data:`_RESERVE_IF_UNCHANGED` on psycopg connection ``raw``; True when it wrote."""
+    """Call :data:`_RESERVE_IF_UNCHANGED` on psycopg connection ``raw``; True when it wrote.
+
+    Inside a :func:`cortex.db.guard.deadline` the wait for the host's lock ends before
+    the deadline (:func:`~cortex.db.guard.lock_wait_ms`): a busy host is refused by the
+    server, not cut off by the watchdog, which would mark the database down.
+    """
     values = _driver_values(made) | {"ns": LOCK_NAMESPACE, "now": now, "own": own,
-                                     "expected": sorted(expected)}
+                                     "expected": sorted(expected),
+                                     "lock_wait_ms": lock_wait_ms()}
     return raw.execute(_RESERVE_IF_UNCHANGED, values).fetchone()[0] is not None
 
 
@@ -291,6 +300,9 @@ class ReservationStore:
         anything (PostgreSQL's ``synchronous_commit = off``).
         """
         with self._driver_connection() as raw, raw.pipeline() as pipeline:
+            wait = lock_wait_ms()
+            if wait:  # the lock refused before the deadline: see _reserved_if_unchanged
+                raw.execute(BOUND_LOCK_WAITS_SQL, {"ms": wait})
             raw.execute(self._sql["lock"], {"ns": LOCK_NAMESPACE, "host": host})
             found = raw.cursor(row_factory=namedtuple_row)
             found.execute(self._sql["host_active"], {"host": host, "now": now})

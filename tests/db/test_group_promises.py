@@ -211,6 +211,23 @@ def test_a_group_whose_hosts_stay_locked_past_the_budget_leaves_the_database_up(
     assert stored(engine) == (0, 0)
 
 
+def test_a_lone_create_on_a_host_locked_past_the_budget_leaves_the_database_up(store, engine):
+    """The promise's function bounds its wait for the host's lock as a group's does."""
+    current = fleet(free=1)
+    hosts = list(current.hosts)
+    scheduler, _ = service(current, store, budget=1.0)
+    state = guard.health(engine)
+    with engine.connect() as holder, holder.begin():
+        holder.execute(text("SELECT pg_advisory_xact_lock(:ns, hashtext(:host))"),
+                       {"ns": LOCK_NAMESPACE, "host": hosts[0]})
+        decision = scheduler.schedule(member(hosts, 0, members=1), LIVE)
+    step = decision.steps[-1]
+    assert step.status == "error" and "LockNotAvailable" in step.reason
+    assert decision.result == (hosts[0],)  # the answer stands, unpromised
+    assert not state.down
+    assert stored(engine) == (0, 0)
+
+
 def test_a_member_offered_no_promised_board_frees_one_slot_and_is_promised_alone(store):
     current = fleet(free=4)
     hosts = list(current.hosts)

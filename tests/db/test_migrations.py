@@ -113,8 +113,8 @@ def test_revision_0015_adds_the_promise_function_and_takes_it_back(postgres_engi
         with pytest.raises(psycopg.errors.UndefinedFunction):
             store.reserve_if_unchanged(made("b"), now, frozenset({"a"}), "i-b")
         migrate.upgrade(engine)
-        with engine.connect() as connection:
-            assert connection.execute(_PROMISE_FUNCTION).scalar() == 1
+        with engine.connect() as connection:  # and revision 0023's, bounding its lock wait
+            assert connection.execute(_PROMISE_FUNCTION).scalar() == 2
         assert store.reserve_if_unchanged(made("b"), now, frozenset({"a"}), "i-b")
     finally:
         store._engine.dispose()  # the process's pool for this URL: its database is dropped next

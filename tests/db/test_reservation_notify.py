@@ -152,7 +152,8 @@ def test_the_row_trigger_comes_back_on_downgrade(empty_database_url):
     store = ReservationStore(engine)
     connection, raw = listening(engine)
     try:
-        assert store.reserve_if_unchanged(made("a"), NOW, frozenset(), "i1")
+        with store.lock_host("h1", NOW) as held:  # the row's write, without today's function
+            held.reserve(made("a"))
         assert [(c["op"], c["row"]["id"]) for c in heard(raw)] == [("insert", "a")]
     finally:
         connection.close()
