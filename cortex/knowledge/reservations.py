@@ -505,6 +505,13 @@ def counted_holds(commitments: Iterable[Any], hosts: Mapping[str, object],
             for h in free_holds(c, hosts)]
 
 
+def _view_holds(view: KnowledgeView) -> tuple[tuple[Any, tuple[Reservation, ...]], ...]:
+    """Each of ``view``'s commitments with its free holds as reservations, once per view."""
+    return view.derived(("commitment-free-holds",), lambda v: tuple(
+        (c, tuple(as_reservation(h, c.created_at, c.end_at) for h in free_holds(c, v.hosts)))
+        for c in v.commitments))
+
+
 def request_view(view: KnowledgeView, in_flight: Iterable[Reservation] | LiveReservations,
                  now: datetime,
                  instance_uuid: str | None, project_id: str | None,
@@ -521,8 +528,11 @@ def request_view(view: KnowledgeView, in_flight: Iterable[Reservation] | LiveRes
     free for it. ``in_flight`` a :class:`LiveReservations` (the feed's): the overlay is
     updated from the hosts that changed since the last call on ``view`` (:func:`_fed`).
     """
-    committed = view.commitments if commitments is None else commitments
-    extras = [*holds, *counted_holds(committed, view.hosts, project_id, now)]
+    if commitments is None:  # the view's own: their free holds depend on the view alone
+        extras = [*holds, *(r for c, made in _view_holds(view)
+                            if c.active(now) and c.project_id != project_id for r in made)]
+    else:
+        extras = [*holds, *counted_holds(commitments, view.hosts, project_id, now)]
     if hasattr(in_flight, "changes"):  # a LiveReservations (isinstance on the protocol
         # costs most of a call's overlay when nothing changed)
         if view.base is None:
