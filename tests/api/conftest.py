@@ -65,6 +65,21 @@ def client(app):
     return app.test_client()
 
 
+@pytest.fixture(scope="module")
+def module_client(engine, database_url):
+    """A test client of one app built for the whole module, as :func:`app` builds it.
+
+    For the tests that only ask and read the answer (refusals, rankings of the fixed
+    demo fleet): building an app takes about half a second, so a sweep of fifty bodies
+    shares one instead of building fifty. A test that changes the app or reads what an
+    earlier answer left behind takes :func:`client`.
+    """
+    app = create_app(make_conf(**{"database.connection": database_url,
+                                  "database.knowledge_check_interval": 0.0}), engine=engine)
+    yield app.test_client()
+    stop_app(app)
+
+
 @contextmanager
 def demo_app(purpose: str):
     """``(url, engine, app)``: an app on a database of its own with the demo fleet.

@@ -38,9 +38,9 @@ def assert_error(response, status):
 
 
 @pytest.mark.parametrize("service, path", ALL_BODIES, ids=lambda v: getattr(v, "stem", v))
-def test_every_bundled_body_gets_a_valid_ranking(client, service, path):
+def test_every_bundled_body_gets_a_valid_ranking(module_client, service, path):
     body = load_body(path)
-    response = post(client, service, body)
+    response = post(module_client, service, body)
     assert response.status_code == 200, response.get_data(as_text=True)
     assert response.content_type == "application/json"
     answer = response.get_json()
@@ -77,9 +77,9 @@ def test_the_answer_reads_as_flasks_jsonify_writes_it(hosts):
     ("nova/cpu-general-purpose", {f"cmp000{i}" for i in (0, 1, 2, 3, 4, 7)}),
     ("cinder/retype-on-demand", {"cinder-volume-3@netapp-c#aggr_ssd_1"}),
 ])
-def test_filters_remove_what_the_demo_fleet_rules_out(client, fixture, survivors):
+def test_filters_remove_what_the_demo_fleet_rules_out(module_client, fixture, survivors):
     service, name = fixture.split("/")
-    response = post(client, service, load_body(FIXTURES / service / f"{name}.json"))
+    response = post(module_client, service, load_body(FIXTURES / service / f"{name}.json"))
     assert set(response.get_json()["hosts"]) == survivors
 
 
@@ -119,8 +119,8 @@ def test_all_hosts_filtered_answers_empty_list_not_null(client):
 
 @pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "PATCH"])
 @pytest.mark.parametrize("service", ["nova", "cinder", "manila"])
-def test_wrong_method_is_405_with_allow(client, method, service):
-    response = client.open(f"/scheduler/{service}/external", method=method)
+def test_wrong_method_is_405_with_allow(module_client, method, service):
+    response = module_client.open(f"/scheduler/{service}/external", method=method)
     assert_error(response, 405)
     assert response.headers["Allow"] == "POST"
 
@@ -151,8 +151,8 @@ def mutate(change):
     (mutate(lambda b: b["spec"]["nova_object.data"]["flavor"]["nova_object.data"][
         "extra_specs"].update({"resources:VCPU": "many"})), "must be an integer"),
 ])
-def test_bad_bodies_are_400(client, payload, fragment):
-    error = assert_error(post(client, "nova", payload), 400)
+def test_bad_bodies_are_400(module_client, payload, fragment):
+    error = assert_error(post(module_client, "nova", payload), 400)
     assert fragment in error["detail"]
 
 

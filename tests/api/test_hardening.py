@@ -47,24 +47,26 @@ def raw_weight(body: dict, literal: str) -> str:
 
 
 @pytest.mark.parametrize("literal", ["1e999", "-1e999", "9" * 401, "-" + "9" * 401])
-def test_weights_beyond_a_double_are_400_not_stored(client, literal):
-    response = post(client, "nova", raw_weight(nova_body(), literal))
+def test_weights_beyond_a_double_are_400_not_stored(module_client, literal):
+    response = post(module_client, "nova", raw_weight(nova_body(), literal))
     error = assert_error(response, 400)
     assert "weights." in error["detail"]
     assert "x-cortex-decision-id" not in response.headers
 
 
-def test_non_finite_number_deep_in_the_spec_is_400(client):
+def test_non_finite_number_deep_in_the_spec_is_400(module_client):
     text = json.dumps(nova_body()).replace('"spec": {', '"spec": {"x_number": 1e999, ', 1)
     assert "1e999" in text
-    assert "not a finite number" in assert_error(post(client, "nova", text), 400)["detail"]
+    assert "not a finite number" in assert_error(post(module_client, "nova", text),
+                                                 400)["detail"]
 
 
 @pytest.mark.parametrize("place", ["host", "hypervisor_hostname", "weight key", "request_id",
                                    "global_request_id"])
 @pytest.mark.parametrize("bad", ["\x00", "\ud800", "\x1b", "\x7f", "\x85"])
 @pytest.mark.parametrize("escaped", [True, False], ids=["escaped", "raw"])
-def test_control_characters_and_lone_surrogates_in_names_are_400(client, place, bad, escaped):
+def test_control_characters_and_lone_surrogates_in_names_are_400(module_client, place, bad,
+                                                                  escaped):
     body = nova_body()
     host = body["hosts"][0]["host"]
     if place in ("host", "weight key"):
@@ -77,7 +79,7 @@ def test_control_characters_and_lone_surrogates_in_names_are_400(client, place, 
         body["context"][place] = f"req-{bad}-1"
     # raw: DEL, C1 and the surrogate as UTF-8 bytes (json.dumps escapes C0 either way)
     text = json.dumps(body, ensure_ascii=escaped).encode("utf-8", "surrogatepass")
-    assert_error(post(client, "nova", text), 400)
+    assert_error(post(module_client, "nova", text), 400)
 
 
 def wait_for_decision(client, decision_id: str) -> dict:
