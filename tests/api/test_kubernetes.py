@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
@@ -116,20 +117,44 @@ def cluster():
     _drop_postgres_database(url)
 
 
-@pytest.fixture
-def api(cluster):
+@contextmanager
+def kubernetes_api(cluster):
+    """``(client, fake, app)``: an app on the cluster's database that asks a fake API server.
+
+    Afterwards the app and the fake are stopped and what the app wrote (reservations,
+    promises, demand, decisions) is deleted.
+    """
     url, engine = cluster
     fake = FakeKubernetes()
     app = create_app(make_conf(**{
         "database.connection": url, "database.knowledge_check_interval": 0.0,
         "scheduler.reservation_ttl": 300.0, "kubernetes.api_url": fake.url,
         "kubernetes.nodes_from_reports": True}), engine=engine)
-    yield app.test_client(), fake, app
-    stop_app(app)
-    fake.close()
-    with engine.begin() as connection:
-        for table in ("inflight_reservations", "group_promises", "gpu_demand", "decisions"):
-            connection.exec_driver_sql(f"DELETE FROM {table}")
+    try:
+        yield app.test_client(), fake, app
+    finally:
+        stop_app(app)
+        fake.close()
+        with engine.begin() as connection:
+            for table in ("inflight_reservations", "group_promises", "gpu_demand", "decisions"):
+                connection.exec_driver_sql(f"DELETE FROM {table}")
+
+
+@pytest.fixture
+def api(cluster):
+    with kubernetes_api(cluster) as built:
+        yield built
+
+
+@pytest.fixture(scope="module")
+def refusing_api(cluster):
+    """One app for the module's tests whose pods every node refuses or whose call is a 400.
+
+    Such answers reserve, promise and record no demand, so the tests share one app
+    instead of building one each (about a second apiece).
+    """
+    with kubernetes_api(cluster) as built:
+        yield built
 
 
 def post(client, verb: str, document) -> tuple[int, object]:
@@ -222,8 +247,8 @@ def test_scaled_scores():
     (lambda a: a.update(Nodes=None), "exactly one of Nodes and NodeNames"),
     (lambda a: a.update(Nodes={"items": [{"metadata": {}}]}), "'name' is a required property"),
 ])
-def test_bad_arguments_get_400_with_a_json_error(api, change, message):
-    client, _, _ = api
+def test_bad_arguments_get_400_with_a_json_error(refusing_api, change, message):
+    client, _, _ = refusing_api
     args = body("filter-nodes.json")
     change(args)
     status, answer = post(client, "filter", args)
@@ -390,9 +415,9 @@ def test_demand_is_recorded_once_when_the_pod_is_bound_never_when_judged(api):
     ("numa-policy", "strict", "one of legacy, preferred, required, socket"),
 ])
 @pytest.mark.parametrize("fixture", ["filter-nodes.json", "filter-node-names.json"])
-def test_a_bad_annotation_fails_the_pods_nodes_with_a_reason(api, fixture, annotation, value,
-                                                              allowed):
-    client, _, _ = api
+def test_a_bad_annotation_fails_the_pods_nodes_with_a_reason(refusing_api, fixture, annotation,
+                                                              value, allowed):
+    client, _, _ = refusing_api
     args = body(fixture)
     key = f"topology.cortex.dev/{annotation}"
     args["Pod"]["metadata"]["annotations"][key] = value
