@@ -51,16 +51,16 @@ def test_ui_with_a_slash_redirects_to_ui(client):
     ("/nope", "not found"),
     ("/v1/decisions/nope", "no decision nope"),
 ])
-def test_a_browser_gets_an_html_404(client, path, detail):
-    text = assert_html_error(client.get(path, headers=accept(BROWSER)), 404)
+def test_a_browser_gets_an_html_404(module_client, path, detail):
+    text = assert_html_error(module_client.get(path, headers=accept(BROWSER)), 404)
     assert detail in text.lower()
 
 
 @pytest.mark.parametrize("value", [None, "application/json", "*/*", "application/json, */*",
                                    "text/html;q=0.5, application/json"])
 @pytest.mark.parametrize("path", ["/ui/hosts/nope", "/nope", "/v1/decisions/nope"])
-def test_an_api_client_keeps_the_json_404(client, path, value):
-    response = client.get(path, headers=accept(value))
+def test_an_api_client_keeps_the_json_404(module_client, path, value):
+    response = module_client.get(path, headers=accept(value))
     error = assert_error(response, 404)
     assert error["title"] == "Not Found" and "Accept" in response.vary
 

@@ -279,8 +279,8 @@ def test_the_panel_is_the_live_fragment_of_the_page(client, recorded):
                                    "refresh=-1", "refresh=soon", "refresh=3601",
                                    "service=glance", "pipeline=" + "p" * 256])
 @pytest.mark.parametrize("path", ["/ui/timeline", "/ui/timeline/panel"])
-def test_bad_query_arguments_are_a_short_400(client, path, query):
-    response = client.get(f"{path}?{query}", headers={"Accept": "text/html"})
+def test_bad_query_arguments_are_a_short_400(module_client, path, query):
+    response = module_client.get(f"{path}?{query}", headers={"Accept": "text/html"})
     error = assert_error(response, 400)
     assert len(response.get_data()) < 400 and query.split("=")[0] in error["detail"]
 
