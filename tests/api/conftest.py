@@ -60,6 +60,15 @@ def static_app(engine, request):
     stop_app(app)
 
 
+@pytest.fixture(scope="module")
+def module_static_app(engine, request):
+    """:func:`static_app` built once for the module, for tests that only read answers."""
+    app = create_app(make_conf(**{"api.auth_strategy": "static",
+                                  "api.static_tokens": request.module.TOKENS}), engine=engine)
+    yield app
+    stop_app(app)
+
+
 @pytest.fixture
 def client(app):
     return app.test_client()

@@ -202,11 +202,11 @@ def test_explicit_pipeline_is_used(client, app):
     ("cinder/create-volume-thin-qos", "cinder-external-scheduler"),
     ("manila/create-share-nfs", "manila-external-scheduler"),
 ])
-def test_pipeline_is_inferred_from_the_request(client, app, fixture, pipeline):
+def test_pipeline_is_inferred_from_the_request(module_client, fixture, pipeline):
     service, name = fixture.split("/")
-    response = post(client, service, load_body(FIXTURES / service / f"{name}.json"))
-    app.extensions["cortex"].decisions.flush(DEADLINE)
-    decision = client.get(f"/v1/decisions/{response.headers['x-cortex-decision-id']}")
+    response = post(module_client, service, load_body(FIXTURES / service / f"{name}.json"))
+    module_client.application.extensions["cortex"].decisions.flush(DEADLINE)
+    decision = module_client.get(f"/v1/decisions/{response.headers['x-cortex-decision-id']}")
     assert decision.get_json()["pipeline"] == pipeline
 
 

@@ -154,8 +154,8 @@ def test_slow_step_fail_closed_is_503(engine):
     ('{"hosts": [], "weights": {"a": -Infinity}, "spec": {}}', "Infinity"),
     ("\u00e9".encode("latin-1"), "not JSON"),
 ])
-def test_hostile_bodies_are_4xx(client, payload, fragment):
-    error = assert_error(post(client, "nova", payload), 400)
+def test_hostile_bodies_are_4xx(module_client, payload, fragment):
+    error = assert_error(post(module_client, "nova", payload), 400)
     assert fragment in error["detail"]
 
 

@@ -235,8 +235,8 @@ def test_keystone_agent_is_bound_to_its_user_name(engine, tmp_path, no_reports_l
     ({}, 401), ({"X-Auth-Token": "agent-secret"}, 403), ({"X-Auth-Token": "reader-secret"}, 200),
     ({"Authorization": "Bearer reader-secret"}, 200), ({"Authorization": "Bearer nope"}, 401),
 ])
-def test_metrics_need_the_reader_role(static_app, headers, status):
-    response = static_app.test_client().get("/metrics", headers=headers)
+def test_metrics_need_the_reader_role(module_static_app, headers, status):
+    response = module_static_app.test_client().get("/metrics", headers=headers)
     assert response.status_code == status
     if status == 200:
         assert b"cortex_decisions_unstorable_total" in response.data
@@ -253,9 +253,9 @@ def test_public_metrics_option_opens_metrics(engine):
 
 @pytest.mark.parametrize("token, status", [(None, 401), ("agent-secret", 403),
                                            ("reader-secret", 200)])
-def test_healthcheck_detail_needs_the_reader_role(static_app, token, status):
+def test_healthcheck_detail_needs_the_reader_role(module_static_app, token, status):
     headers = {"X-Auth-Token": token} if token else {}
-    client = static_app.test_client()
+    client = module_static_app.test_client()
     assert client.get("/healthcheck?detail=1", headers=headers).status_code == status
     assert client.get("/healthcheck").get_data(as_text=True) == "OK"
 
