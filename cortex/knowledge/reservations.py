@@ -177,8 +177,7 @@ def with_reservations(view: KnowledgeView, reservations: Iterable[Reservation],
     at again, so a call's overlay costs what changed since the last call, not what
     is live.
     """
-    live = [r for r in reservations if r.expires_at > now
-            and not (instance_uuid and r.instance_uuid == instance_uuid)]
+    live = [r for r in reservations if _counts(r, now, instance_uuid)]
     if not live:
         return view
     laid = _laid_again(view, live, now) if view.base is None else _laid(view, live, now, {})

@@ -449,13 +449,13 @@ def _events(trace: Sequence[TraceRequest]) -> list[tuple[str, int, TraceRequest]
 
 def _decide(cloud: SimCloud, source: SimCloud | CarriedAnswers, service: SchedulerService,
             index: int, trace_request: TraceRequest, body: dict[str, Any],
-            max_attempts: int, tally: Tally, policy: PolicyOrder | None = None,
-            reach: Mapping[tuple[str, str], int] | None = None) -> Decision:
+            max_attempts: int, tally: Tally, policy: PolicyOrder | None,
+            reach: Mapping[tuple[str, str], int]) -> Decision:
     """Decide one arrival and claim it on the first host that takes it.
 
     ``policy``: orders the hosts that passed the filters instead of the weighers;
     ``reach``: the fleet's largest NVLink-connected set per GPU model
-    (:func:`nvlink_reach`; None: measured on the cloud now).
+    (:func:`nvlink_reach`, measured once per replay).
     """
     view = source.view()
     started = time.perf_counter()
@@ -485,9 +485,8 @@ def _decide(cloud: SimCloud, source: SimCloud | CarriedAnswers, service: Schedul
         if trace_request.gpus >= 2:
             nvlink = gpus.all_linked(gpus.mask(devices), "nvlink")
             possible = _nvlink_possible(view, decided.result, request, trace_request.gpus)
-            fleet_possible = nvlink_reachable(
-                nvlink_reach(cloud) if reach is None else reach, trace_request.products,
-                trace_request.gpus)
+            fleet_possible = nvlink_reachable(reach, trace_request.products,
+                                              trace_request.gpus)
         if cells is not None:
             local = all(gpus.nodes[gpus.index[a]] in cells for a in devices)
     counts = tally.update(cloud, host)
