@@ -476,18 +476,20 @@ def new_database(tag: str, tmp: str) -> str:
 
     PostgreSQL at $CORTEX_BENCH_DATABASE_URL or 127.0.0.1:5432, else SQLite in ``tmp``.
     """
-    server = os.environ.get("CORTEX_BENCH_DATABASE_URL",
-                            "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    server = (os.environ.get("CORTEX_BENCH_DATABASE_URL")
+              or "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    # two runs never collide, nor two databases of one run with the same tag
+    name = f"cortex_bench_{os.getpid()}_{next(_DATABASES)}_{tag}"
     try:
         admin = make_engine(server, isolation_level="AUTOCOMMIT")
-        # two runs never collide, nor two databases of one run with the same tag
-        name = f"cortex_bench_{os.getpid()}_{next(_DATABASES)}_{tag}"
         with admin.connect() as c:
             c.execute(text(f"CREATE DATABASE {name}"))
         atexit.register(_drop, admin, name)
         url = server.rsplit("/", 1)[0] + f"/{name}"
-    except Exception:  # noqa: BLE001 - no PostgreSQL: the embedded default
-        url = f"sqlite:///{tmp}/bench-{tag}.sqlite"
+    except Exception as exc:  # noqa: BLE001 - no PostgreSQL: the embedded default
+        print(f"no PostgreSQL at {server} ({type(exc).__name__}): SQLite instead",
+              file=sys.stderr, flush=True)
+        url = f"sqlite:///{tmp}/{name}.sqlite"
     engine = make_engine(url)
     migrate.upgrade(engine)
     engine.dispose()
