@@ -41,13 +41,16 @@ Where the prediction can be wrong:
   device_spec`` (``physical_network``...), VFs and their parents are not modelled. A
   vGPU's parent GPU (:func:`vgpu_parent`) is the first GPU, in PCI address order, with
   room: Nova claims the first allocation candidate Placement lists for the host, one
-  per GPU provider, in provider order; Placement does not promise that order, and MIG
-  instances (one provider each) are not modelled.
+  per GPU provider, in provider order; Placement does not promise that order. A MIG
+  instance (MIG-backed vGPU: one provider of one VGPU per instance the operator
+  created) is taken the same way (:func:`mig_choice`): the first free instance of the
+  profile, GPU after GPU in the report's order, instances by id on a GPU, the order
+  the fragmentation weigher assumes (:func:`cortex.rules.fragmentation.mig_change`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,6 +141,28 @@ def vgpu_parent(free: Sequence[int], count: int) -> int | None:
     ``free``: free vGPUs per vGPU GPU, in PCI address order.
     """
     return next((i for i, f in enumerate(free) if f >= count), None)
+
+
+def mig_choice(topology: HostTopology, profile: str | None, count: int,
+               taken: Collection[tuple[str, int]] = ()
+               ) -> tuple[tuple[str, int], ...] | None:
+    """The MIG instances ``count`` vGPUs of ``profile`` land on: ``((PCI address, id), ...)``.
+
+    The first free instances of the profile (None: any profile) in provider order: GPU
+    after GPU as the report lists them, instances by id on a GPU (see the module's notes),
+    leaving out those already ``taken`` by the request's other groups. None when the
+    host has fewer free instances of the profile.
+    """
+    found: list[tuple[str, int]] = []
+    for gpu in topology.gpus:
+        if gpu.mig_mode != "enabled":
+            continue
+        for instance in gpu.mig_instances:
+            if len(found) < count and not instance.in_use and (
+                    profile is None or instance.profile == profile) and (
+                    (gpu.pci_address, instance.id) not in taken):
+                found.append((gpu.pci_address, instance.id))
+    return tuple(found) if len(found) == count and count else None
 
 
 def request_shape(request: Any) -> tuple:

@@ -11,7 +11,10 @@ socket dedicated) and ``cpu_allocation_ratio``; the GPU model (``gpu``: ``produc
 NUMA nodes, each on its own root port); ``nvlink`` (``kind``: ``none``, ``nvswitch``
 or ``full`` = every pair, ``bridges`` = the ``pairs`` given, ``mesh`` = DGX-1's hybrid
 cube-mesh of 8 GPUs); ``vgpu_slots`` makes the GPUs time-sliced vGPU devices of that
-many vGPUs each instead of passthrough devices.
+many vGPUs each instead of passthrough devices; ``mig`` (``layouts``: per GPU the MIG
+profiles the operator created on it, cycled over the GPUs) puts every GPU in MIG mode
+with those GPU instances, free, as MIG-backed vGPU hosts have them before any guest
+(:func:`mig_layouts`).
 
 CPU ids follow Linux's numbering (thread x all cores + socket x cores + core) and the
 PCIe topology level of a pair follows NVML's rules (``SYSTEM`` across NUMA nodes,
@@ -26,9 +29,68 @@ from itertools import combinations
 from typing import Any
 
 from cortex.cpuset import format_cpuset, parse_cpuset
+from cortex.rules.mig_slots import A100_80GB, MigGeometry, first_start
 
 VENDOR_NVIDIA = "10de"
 NVLINK_KINDS = ("none", "nvswitch", "full", "bridges", "mesh")
+
+
+#: NVML's GPU instance profile ids (``NVML_GPU_INSTANCE_PROFILE_*``) by profile name.
+MIG_PROFILE_IDS = {"1g.10gb": 0, "2g.20gb": 1, "3g.40gb": 2, "4g.40gb": 3, "7g.80gb": 4,
+                   "1g.20gb": 9}
+#: Framebuffer of one memory slice of an 80 GB GPU, MiB (a 3g.40gb reports 40,192).
+MIG_SLICE_MB = 10048
+
+
+def mig_trait(profile: str) -> str:
+    """The Placement trait an operator puts on a MIG instance's vGPU provider.
+
+    ``3g.40gb`` -> ``CUSTOM_NVIDIA_3G_40GB``, the form Cortex's request parser reads back
+    as the profile (:mod:`cortex.request.devices`). Nova sets no MIG trait itself: the
+    operator tags each provider (``openstack resource provider trait set``) and flavors
+    ask for it (``trait:CUSTOM_NVIDIA_3G_40GB=required``).
+    """
+    return "CUSTOM_NVIDIA_" + profile.upper().replace(".", "_")
+
+
+def mig_layouts(board: Mapping[str, Any], geometry: MigGeometry = A100_80GB
+                ) -> list[list[tuple[str, int, int]]]:
+    """Per GPU of a MIG board, its GPU instances ``(profile, start, size)`` by start.
+
+    The board's ``mig.layouts`` (one list of profile names per GPU, cycled when shorter
+    than the GPUs) placed as the operator's ``nvidia-smi mig -cgi`` would leave them:
+    largest profile first, each at its lowest allowed free start
+    (:func:`cortex.rules.mig_slots.first_start`), slices in memory slices of
+    ``geometry`` (A100/H100 80 GB). Empty for a board without ``mig``. ValueError for
+    an unknown profile or a layout that does not fit on one GPU.
+    """
+    layouts = (board.get("mig") or {}).get("layouts") or []
+    if not layouts:
+        return []
+    placed: list[list[tuple[str, int, int]]] = []
+    for layout in layouts:
+        slots: list[tuple[int, int]] = []
+        instances = []
+        for name in sorted(layout, key=lambda n: (-_profile(geometry, n).size,
+                                                  -_profile(geometry, n).compute_slices, n)):
+            start = first_start(geometry, name, slots)
+            if start is None:
+                raise ValueError(f"MIG layout {', '.join(layout)} does not fit on one GPU "
+                                 f"({name} finds no free start)")
+            size = geometry.profile(name).size
+            slots.append((start, size))
+            instances.append((name, start, size))
+        placed.append(sorted(instances, key=lambda i: i[1]))
+    count = len(gpu_list(board))
+    return [placed[i % len(placed)] for i in range(count)]
+
+
+def _profile(geometry: MigGeometry, name: str) -> Any:
+    """The geometry's profile ``name``; ValueError naming the known ones."""
+    try:
+        return geometry.profile(name)
+    except KeyError as exc:
+        raise ValueError(exc.args[0]) from None
 
 
 def cpu_layout(board: Mapping[str, Any]) -> dict[int, tuple[int, int, int]]:
@@ -117,21 +179,33 @@ def board_report(board: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _gpus(board: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Report GPUs: free, healthy, passthrough unless the board is a vGPU host.
+    """Report GPUs: free, healthy, passthrough unless the board is a vGPU or MIG host.
 
     A board whose GPUs are shared any way (``gpu_sharing: any``) reports them as
-    passthrough GPUs; the simulated host shows each as it is used (:mod:`.cloud`).
+    passthrough GPUs; the simulated host shows each as it is used (:mod:`.cloud`). A MIG
+    board (:func:`mig_layouts`) reports every GPU in MIG mode under the vGPU host driver
+    with its instances, free, numbered 1.. by placement start.
     """
     model = board["gpu"]
     vgpu = bool(board.get("vgpu_slots")) and board.get("gpu_sharing", "vgpu") == "vgpu"
-    return [{"pci_address": g["pci"], "vendor_id": model.get("vendor_id", VENDOR_NVIDIA),
-             "device_id": model["product_id"], "name": model.get("name"), "index": i,
-             "memory_mb": model.get("memory_mb"), "dev_type": "type-PCI",
-             "numa_node": g["node"], "pci_numa_node": g["node"], "in_use": False,
-             "mig": {"mode": "disabled", "instances": []},
-             "virtualization_mode": "host_vgpu" if vgpu else "none",
-             "health": {"healthy": True, "reasons": []}}
-            for i, g in enumerate(gpu_list(board))]
+    layouts = mig_layouts(board)
+    gpus = []
+    for i, g in enumerate(gpu_list(board)):
+        mig: dict[str, Any] = {"mode": "disabled", "instances": []}
+        if layouts:
+            mig = {"mode": "enabled", "pending": "enabled", "instances": [
+                {"id": n, "profile_id": MIG_PROFILE_IDS.get(name, 0), "profile": name,
+                 "placement_start": start, "placement_size": size,
+                 "memory_mb": MIG_SLICE_MB * size, "in_use": False}
+                for n, (name, start, size) in enumerate(layouts[i], start=1)]}
+        gpus.append({
+            "pci_address": g["pci"], "vendor_id": model.get("vendor_id", VENDOR_NVIDIA),
+            "device_id": model["product_id"], "name": model.get("name"), "index": i,
+            "memory_mb": model.get("memory_mb"), "dev_type": "type-PCI",
+            "numa_node": g["node"], "pci_numa_node": g["node"], "in_use": False, "mig": mig,
+            "virtualization_mode": "host_vgpu" if vgpu or layouts else "none",
+            "health": {"healthy": True, "reasons": []}})
+    return gpus
 
 
 def _links(board: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -151,7 +225,9 @@ def board_inventories(board: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Placement inventories of the board's compute node (``{RC: {total, allocation_ratio}}``).
 
     PCPU = dedicated CPUs, VCPU = shared CPUs (with ``cpu_allocation_ratio``), MEMORY_MB =
-    all NUMA memory, VGPU = GPUs x ``vgpu_slots`` (max_unit one GPU's slots) on vGPU hosts.
+    all NUMA memory, VGPU = GPUs x ``vgpu_slots`` (max_unit one GPU's slots) on vGPU hosts,
+    one VGPU per MIG instance (max_unit 1: each instance is a provider of one vGPU) on
+    MIG hosts.
     """
     report = board_report(board)
     pcpus = sum(len(parse_cpuset(c["dedicated_cpus"])) for c in report["numa_cells"])
@@ -166,4 +242,6 @@ def board_inventories(board: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     if board.get("vgpu_slots"):
         slots = board["vgpu_slots"]
         inventories["VGPU"] = {"total": slots * len(gpu_list(board)), "max_unit": slots}
+    elif layouts := mig_layouts(board):
+        inventories["VGPU"] = {"total": sum(map(len, layouts)), "max_unit": 1}
     return inventories

@@ -15,7 +15,11 @@ Nova's ``prefer`` thread policy does) and vGPUs on the first GPU with room
 Nova cannot run) lets each GPU be passed through whole or shared by vGPUs, whichever
 comes first: a host shows a vGPU request its GPUs that are not passed through as vGPU
 parents, and a passthrough request its GPUs that hold no vGPU as free passthrough GPUs
-(:data:`KINDS`). After every change the host answers a new immutable
+(:data:`KINDS`). A MIG board (``mig``: MIG-backed vGPUs, the GPU instances the operator
+created) hands a vGPU request a free GPU instance of the profile its trait names, the
+first in provider order (:func:`cortex.rules.device_choice.mig_choice`), and frees it
+when the guest leaves; the instances themselves stay, as Nova does not re-partition.
+After every change the host answers a new immutable
 :class:`~cortex.knowledge.view.HostState`, with its instances (what the synced servers
 list would show) and DCGM-like features (``gpu.power_watts``, ``gpu.utilization``,
 ``gpu.temperature_celsius``, framebuffer bytes) modelled from the board's idle and busy
@@ -32,10 +36,11 @@ from types import MappingProxyType
 from typing import Any
 
 from cortex.knowledge.network import build_topology
-from cortex.knowledge.topology import HostTopology, topology_from_report
+from cortex.knowledge.topology import HostTopology, mig_instance, topology_from_report
 from cortex.knowledge.view import HostState, InstanceSummary, Inventory, KnowledgeView, NodeState
-from cortex.rules.device_choice import predict_claim, vgpu_parent
-from cortex.simulator.boards import board_inventories, board_report
+from cortex.rules.device_choice import mig_choice, predict_claim, vgpu_parent
+from cortex.rules.mig_slots import A100_80GB
+from cortex.simulator.boards import board_inventories, board_report, mig_trait
 from cortex.simulator.fleet import Fleet, HostSpec
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -53,6 +58,8 @@ class Allocation:
     vgpus: dict[str, int] = field(default_factory=dict)
     cells: tuple[int, ...] | None = None
     predicted: tuple[str, ...] = ()
+    #: MIG instances held, as ``(GPU PCI address, instance id)``
+    mig: tuple[tuple[str, int], ...] = ()
 
 
 #: The device orders a simulated nova-compute's PCI tracker may have.
@@ -94,6 +101,15 @@ class SimHost:
         self.order = {a: i for i, a in enumerate(addresses)}
         self.allocations: dict[str, Allocation] = {}
         self.flexible = bool(self.vgpu_slots) and spec.board.get("gpu_sharing") == "any"
+        #: MIG-backed vGPU host: its instances by ``(address, id)``, as reported (free),
+        #: and those a guest holds
+        self.mig = any(g.mig_mode == "enabled" for g in self.base.gpus)
+        self.mig_instances = {(g.pci_address, i.id): i for g in self.base.gpus
+                              for i in g.mig_instances}
+        self.mig_held: set[tuple[str, int]] = set()
+        #: Placement traits of the host's providers: the MIG profiles' (:func:`mig_trait`)
+        self.traits = frozenset(mig_trait(i.profile) for g in self.base.gpus
+                                for i in g.mig_instances)
         self._states: dict[str, HostState] = {}
 
     # -- the view
@@ -107,8 +123,20 @@ class SimHost:
         """The vGPUs of one GPU on a vGPU host, else 0."""
         return int(self.spec.board.get("vgpu_slots") or 0)
 
-    def vgpu_room(self, count: int) -> bool:
-        """Whether one GPU has ``count`` free vGPUs (a Placement VGPU provider per GPU)."""
+    def vgpu_room(self, count: int, profile: str | None = None) -> bool:
+        """Whether one VGPU provider has ``count`` free vGPUs (of MIG ``profile``, if named).
+
+        Time-sliced: a provider per GPU, of ``vgpu_slots`` vGPUs; such a host has no MIG
+        trait, so a request naming a profile finds no room. MIG: a provider of one vGPU
+        per free instance, so a request group of more than one vGPU finds none either
+        (Placement takes a group's resources from one provider).
+        """
+        if self.mig:
+            topology = self.state().topology
+            return count == 1 and topology is not None and mig_choice(
+                topology, profile, 1) is not None
+        if profile is not None:
+            return False
         return bool(self.vgpu_slots) and any(free >= count for free in self._vgpu_free())
 
     def _vgpu_free(self) -> list[int]:
@@ -117,12 +145,14 @@ class SimHost:
                 for a, used in self.vgpus.items()]
 
     def passthrough_gpus(self) -> int:
-        """GPUs that may be passed through (0 on a vGPU host)."""
+        """GPUs that may be passed through (0 on a vGPU or MIG host)."""
+        if self.mig:
+            return 0
         return 0 if self.vgpu_slots and not self.flexible else len(self.base.gpus)
 
     def free_gpus(self) -> int:
         """Free passthrough GPUs (on a shared-any host: neither passed through nor shared)."""
-        if self.vgpu_slots and not self.flexible:
+        if self.mig or (self.vgpu_slots and not self.flexible):
             return 0
         return sum(1 for a, used in self.vgpus.items()
                    if a not in self.gpus_in_use and not used)
@@ -131,12 +161,22 @@ class SimHost:
         """Weng et al.'s unallocated GPUs of the host, in GPUs.
 
         Its free passthrough GPUs; on a host whose GPUs are shared any way also the free
-        share of each GPU that vGPUs share; 0 on a vGPU host.
+        share of each GPU that vGPUs share; 0 on a vGPU host; on a MIG host each GPU's
+        compute slices not held by a guest's instance, over the GPU's 7 (free instances
+        and slices the operator's layout leaves out alike: neither serves a guest).
         """
+        if self.mig:
+            return len(self.base.gpus) - self.mig_gpus_in_use()
         if not self.flexible:
             return float(self.free_gpus())
         return sum(1.0 if not used else (self.vgpu_slots - used) / self.vgpu_slots
                    for a, used in self.vgpus.items() if a not in self.gpus_in_use)
+
+    def mig_gpus_in_use(self) -> float:
+        """GPUs the guests' MIG instances hold, in compute slices over the GPU's (7)."""
+        geometry = A100_80GB
+        return sum(geometry.profile(self.mig_instances[key].profile).compute_slices
+                   for key in self.mig_held) / geometry.compute_slices
 
     def state(self, kind: str = "pci") -> HostState:
         """The HostState of the host now (rebuilt only after a change).
@@ -161,9 +201,9 @@ class SimHost:
             inventories = MappingProxyType(dict(inventories) | {"VGPU": replace(
                 vgpu, total=self.vgpu_slots * (len(self.base.gpus) - len(self.gpus_in_use)))})
         node = NodeState(self.name, f"uuid-{self.name}", "QEMU", 8002000, "x86_64",
-                         frozenset(), inventories)
+                         self.traits, inventories)
         return HostState(self.name, self.spec.availability_zone, True, True, None, (),
-                         MappingProxyType({self.name: node}), frozenset(),
+                         MappingProxyType({self.name: node}), self.traits,
                          features=MappingProxyType(self._features()),
                          instances=tuple(InstanceSummary(uuid) for uuid in self.allocations),
                          topology=self.topology(kind))
@@ -189,6 +229,12 @@ class SimHost:
                 shown = replace(shown, virtualization_mode="host_vgpu")
             elif self.flexible and kind == "pci" and vgpus:
                 shown = replace(shown, in_use=True)
+            if g.mig_instances and self.mig_held:
+                shown = replace(shown, mig_instances=tuple(
+                    mig_instance(i.id, i.profile_id, i.profile, i.placement_start,
+                                 i.placement_size, i.memory_mb,
+                                 (g.pci_address, i.id) in self.mig_held)
+                    for i in g.mig_instances))
             gpus.append(shown)
         return HostTopology(cells=cells, gpus=tuple(gpus), links=self.base.links)
 
@@ -202,6 +248,14 @@ class SimHost:
         slots = self.vgpu_slots
         loads = [1.0 if a in self.gpus_in_use else min(1.0, used / slots) if slots else 0.0
                  for a, used in self.vgpus.items()]
+        if self.mig:
+            geometry = A100_80GB
+            held: dict[str, float] = {}
+            for address, index in self.mig_held:
+                held[address] = held.get(address, 0.0) + geometry.profile(
+                    self.mig_instances[address, index].profile
+                ).compute_slices / geometry.compute_slices
+            loads = [held.get(a, 0.0) for a in self.vgpus]
         utilization = sum(loads) / count
         memory = float(model.get("memory_mb", 16384)) * 1048576
         return {"gpu.power_watts": sum(idle + (busy - idle) * u for u in loads),
@@ -215,7 +269,9 @@ class SimHost:
         """Claim ``request`` (a NovaRequest) as nova-compute would; None when it does not fit.
 
         Checks Placement capacity, the NUMA/PCI fit (device_choice's model with this
-        host's real pool order) and vGPU room on one GPU; changes nothing on failure.
+        host's real pool order) and vGPU room on one GPU, or on a MIG host a free
+        instance of the profile per vGPU (:func:`cortex.rules.device_choice.mig_choice`);
+        changes nothing on failure.
         """
         resources = dict(request.resources)
         vgpus = sum(r.count for r in request.vgpu_devices)
@@ -234,7 +290,17 @@ class SimHost:
             topology, request, ratios[0], ratios[1], self.pack)
         allocation = Allocation(resources, gpus=claim.devices, cells=claim.cells,
                                 predicted=predicted.devices if predicted else ())
-        if vgpus:
+        if vgpus and self.mig:
+            taken: list[tuple[str, int]] = []
+            for wanted in request.vgpu_devices:
+                found = mig_choice(topology, wanted.mig_profile, wanted.count, taken)
+                if found is None:
+                    return None
+                taken += found
+            allocation.mig = tuple(taken)
+        elif any(r.mig_profile for r in request.vgpu_devices):
+            return None                     # no MIG instance here (nor its trait)
+        elif vgpus:
             parents = list(self.vgpus)
             index = vgpu_parent(self._vgpu_free(), vgpus)
             if index is None:
@@ -278,6 +344,10 @@ class SimHost:
             self.cell_shared[cell] += sign * vcpus
         for gpu, count in allocation.vgpus.items():
             self.vgpus[gpu] += sign * count
+        if sign > 0:
+            self.mig_held.update(allocation.mig)
+        else:
+            self.mig_held.difference_update(allocation.mig)
         if sign > 0:
             self.gpus_in_use.update(allocation.gpus)
         else:

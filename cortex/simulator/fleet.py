@@ -21,7 +21,7 @@ from typing import Any
 
 from cortex.documents import load_document
 from cortex.knowledge.network import NetworkTopologyError, read_topology_file
-from cortex.simulator.boards import NVLINK_KINDS
+from cortex.simulator.boards import NVLINK_KINDS, mig_layouts
 
 
 class SimulationError(ValueError):
@@ -68,6 +68,10 @@ BOARD_SCHEMA: dict[str, Any] = {
                                       "items": {"type": "integer", "minimum": 0}}}}},
         "vgpu_slots": _INT,
         "gpu_sharing": {"enum": list(GPU_SHARING)},
+        # MIG-backed vGPU host: per GPU the MIG profiles the operator created (cycled)
+        "mig": {"type": "object", "required": ["layouts"], "additionalProperties": False,
+                "properties": {"layouts": {"type": "array", "minItems": 1, "items": {
+                    "type": "array", "minItems": 1, "items": {"type": "string"}}}}},
     },
 }
 FLEET_SCHEMA: dict[str, Any] = {
@@ -148,6 +152,8 @@ def read_fleet(path: str | Path, sample_nodes: int = 1,
     if isinstance(boards, str):
         boards = load_document(path.parent / boards, BOARDS_FILE_SCHEMA,
                                SimulationError)["boards"]
+    for name, board in boards.items():
+        check_board(board, f"{path}: board {name}")
     hosts = []
     for group in data["hosts"]:
         board = boards.get(group["board"])
@@ -165,6 +171,23 @@ def read_fleet(path: str | Path, sample_nodes: int = 1,
         except NetworkTopologyError as exc:
             raise SimulationError(str(exc)) from None
     return Fleet(path.stem, tuple(hosts), str(path), network)
+
+
+def check_board(board: Mapping[str, Any], where: str) -> None:
+    """SimulationError (prefixed ``where``) for a board the schema lets pass but Nova cannot run.
+
+    A MIG board's layouts must fit the GPU (:func:`cortex.simulator.boards.mig_layouts`),
+    and a GPU is either time-sliced (``vgpu_slots``) or MIG-backed, not both.
+    """
+    if not board.get("mig"):
+        return
+    if board.get("vgpu_slots"):
+        raise SimulationError(f"{where}: give vgpu_slots (time-sliced vGPUs) or mig "
+                              "(MIG-backed vGPUs), not both")
+    try:
+        mig_layouts(board)
+    except ValueError as exc:
+        raise SimulationError(f"{where}: {exc}") from None
 
 
 def alibaba_models(path: str | Path | None = None,

@@ -18,6 +18,10 @@ that many whole empty GPUs on one host, on the host with the fewest empty GPUs t
 (first-fit: the first such host). :func:`replay` counts accepted and refused requests;
 a refused request is dropped. :func:`alibaba_requests` reads Alibaba's pod lists,
 :func:`synthetic_requests` draws a seeded stream from them.
+
+For the pipelines' replays (:mod:`cortex.simulator.replay`), where MIG is Nova's
+MIG-backed vGPU with instances the operator created beforehand, :func:`pod_profile` maps
+a pod to its profile and :func:`demand_layouts` derives a fixed layout from the demand.
 """
 
 from __future__ import annotations
@@ -27,13 +31,14 @@ import heapq
 import math
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cortex.rules.mig_slots import (
     A100_80GB,
     MigGeometry,
+    best_start,
     choose_gpu,
     first_fit_gpu,
     profile_for_share,
@@ -79,7 +84,6 @@ def alibaba_requests(path: str | Path, geometry: MigGeometry = A100_80GB) -> lis
     whole GPUs asks ``num_gpu`` whole-GPU instances. Pods without GPUs are left out.
     Times: ``creation_time`` to ``deletion_time``. SimulationError for a malformed file.
     """
-    whole = _whole_profile(geometry)
     requests = []
     try:
         with open(path, newline="") as handle:
@@ -87,14 +91,25 @@ def alibaba_requests(path: str | Path, geometry: MigGeometry = A100_80GB) -> lis
                 count, milli = int(row["num_gpu"]), int(row["gpu_milli"])
                 if count == 0:
                     continue
-                profile = (profile_for_share(geometry, milli / 1000)
-                           if count == 1 and milli < 1000 else whole)
+                profile = pod_profile(count, milli, geometry)
                 requests.append(MigRequest(row["name"], profile, count,
                                            float(row["creation_time"]),
                                            float(row["deletion_time"])))
     except (OSError, KeyError, ValueError) as exc:
         raise SimulationError(f"{path}: not an Alibaba pod list ({exc})") from exc
     return sorted(requests, key=lambda r: (r.start, r.name))
+
+
+def pod_profile(gpus: int, milli: int, geometry: MigGeometry = A100_80GB) -> str:
+    """The MIG profile one GPU of an Alibaba pod asks (``num_gpu``, ``gpu_milli``).
+
+    A fractional pod (one GPU, ``gpu_milli`` < 1000): the smallest profile with that
+    share of the GPU's compute (:func:`cortex.rules.mig_slots.profile_for_share`;
+    460 milli-GPU: 4g.40gb); a pod of whole GPUs: the whole-GPU profile (7g.80gb).
+    """
+    if gpus == 1 and milli < 1000:
+        return profile_for_share(geometry, milli / 1000)
+    return _whole_profile(geometry)
 
 
 def synthetic_requests(mix: Sequence[MigRequest], number: int, gpus: int, load: float,
@@ -206,6 +221,104 @@ def replay(requests: Sequence[MigRequest], fleet: MigFleet, policy: str) -> MigR
         if math.isfinite(request.end):
             heapq.heappush(leaving, (request.end, i, taken))
     return result
+
+
+def peak_instances(demand: Iterable[tuple[str, float, float | None]]) -> Counter:
+    """The most instances of each profile held at once: ``{profile: instances}``.
+
+    ``demand``: ``(profile, arrival, departure)`` per request of one instance, seconds
+    (departure None: stays); a departure at the same time as an arrival goes first.
+    """
+    events = []
+    for profile, arrival, departure in demand:
+        events.append((arrival, 1, profile))
+        if departure is not None:
+            events.append((max(arrival, departure), 0, profile))
+    held: Counter = Counter()
+    peak: Counter = Counter()
+    for _, kind, profile in sorted(events):
+        held[profile] += 1 if kind else -1
+        peak[profile] = max(peak[profile], held[profile])
+    return peak
+
+
+def mean_instances(demand: Iterable[tuple[str, float, float | None]]) -> dict[str, float]:
+    """The instances of each profile held on average over the demand's span.
+
+    ``demand`` as for :func:`peak_instances`; the span runs from the first arrival to the
+    last event, a request that stays is held to its end. Instance-seconds over seconds.
+    """
+    found = list(demand)
+    if not found:
+        return {}
+    start = min(a for _, a, _ in found)
+    end = max(max(a, d if d is not None else a) for _, a, d in found)
+    span = max(end - start, 1e-9)
+    held: dict[str, float] = {}
+    for profile, arrival, departure in found:
+        life = (end if departure is None else max(arrival, departure)) - arrival
+        held[profile] = held.get(profile, 0.0) + life / span
+    return held
+
+
+#: How :func:`demand_layouts` weighs the profiles: their peak concurrent instances
+#: (:func:`peak_instances`) or their mean (:func:`mean_instances`).
+SIZINGS = ("peak", "mean")
+
+
+def demand_layouts(demand: Iterable[tuple[str, float, float | None]], gpus: int,
+                   geometry: MigGeometry = A100_80GB, sizing: str = "peak"
+                   ) -> list[list[str]]:
+    """An operator's fixed MIG layout for ``gpus`` GPUs from the demand mix: profiles per GPU.
+
+    ``sizing`` (:data:`SIZINGS`) weighs each profile by its peak concurrent instances or
+    by its mean; each profile gets its weight in instances (rounded down), scaled down
+    alike when their compute slices exceed the GPUs' (at least one instance of every
+    profile asked). The instances are packed, one of each profile first, then the rest,
+    largest first (memory slices, then compute), each on the first GPU where the profile
+    has a free start, at the start that keeps the largest region free
+    (:func:`cortex.rules.mig_slots.best_start`; an instance that fits nowhere is left
+    out); then each GPU's free slices are filled, GPU by GPU, with the fitting profile
+    that has the fewest instances for its weight (ties: the larger), until none fits. Each
+    GPU's profiles largest first; GPUs are numbered across the fleet's hosts in order.
+    SimulationError without demand or GPUs.
+    """
+    if sizing not in SIZINGS:
+        raise SimulationError(f"unknown MIG layout sizing {sizing!r} (known: "
+                              f"{', '.join(SIZINGS)})")
+    demand = list(demand)
+    peak = peak_instances(demand) if sizing == "peak" else mean_instances(demand)
+    if not peak or gpus < 1:
+        raise SimulationError("a MIG layout needs demand and at least one GPU")
+    compute = {p: geometry.profile(p).compute_slices for p in peak}
+    scale = min(1.0, gpus * geometry.compute_slices / sum(peak[p] * compute[p] for p in peak))
+    target = {p: max(1, math.floor(peak[p] * scale)) for p in peak}
+    slots: list[list[tuple[int, int]]] = [[] for _ in range(gpus)]
+    layouts: list[list[str]] = [[] for _ in range(gpus)]
+    supply: Counter = Counter()
+
+    def put(gpu: int, profile: str) -> bool:
+        start = best_start(geometry, profile, slots[gpu])
+        if start is None:
+            return False
+        slots[gpu].append((start, geometry.profile(profile).size))
+        layouts[gpu].append(profile)
+        supply[profile] += 1
+        return True
+
+    order = sorted(target, key=lambda p: (-geometry.profile(p).size, -compute[p], p))
+    for first in (True, False):             # one of each profile, then the rest
+        for profile in order:
+            for _ in range(1 if first else target[profile] - supply[profile]):
+                if not any(put(gpu, profile) for gpu in range(gpus)):
+                    break
+    for gpu in range(gpus):
+        while True:
+            fitting = [p for p in order if best_start(geometry, p, slots[gpu]) is not None]
+            if not fitting:
+                break
+            put(gpu, min(fitting, key=lambda p: (supply[p] / peak[p], -compute[p])))
+    return [sorted(layout, key=order.index) for layout in layouts]
 
 
 def _whole_profile(geometry: MigGeometry) -> str:

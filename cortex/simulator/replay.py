@@ -5,8 +5,10 @@ For each arrival the simulator builds the Nova request body Nova would send (fla
 its specs and ``numa_policy``; every host of the fleet a candidate of weight 0, except
 that a vGPU request is offered only hosts with one GPU that has room for all its vGPUs,
 as Placement's allocation candidates would be, each GPU being its own resource
-provider), parses it with :meth:`NovaRequest.from_body`, decides it on the knowledge
-view of the simulated cloud through the scheduler service
+provider; a vGPU request naming a MIG profile asks the profile's trait, as an
+operator's flavor does, and is offered only hosts with a free instance of it, each MIG
+instance being a provider of one vGPU), parses it with :meth:`NovaRequest.from_body`,
+decides it on the knowledge view of the simulated cloud through the scheduler service
 (:class:`cortex.scheduler.service.SchedulerService`, exactly what the API runs, as a
 simulation that promises and records nothing), and claims the request on the best host
 as nova-compute would, falling back to the next hosts like Nova's alternates
@@ -47,7 +49,7 @@ from cortex.scheduler.service import (
     SchedulingFailed,
     simulation,
 )
-from cortex.simulator.boards import VENDOR_NVIDIA
+from cortex.simulator.boards import VENDOR_NVIDIA, mig_trait
 from cortex.simulator.cloud import DEVICE_ORDERS, SimCloud
 from cortex.simulator.fleet import Fleet, SimulationError
 from cortex.simulator.policies import POLICIES, PolicyOrder, Workload, with_policies
@@ -246,6 +248,8 @@ def request_body(request: TraceRequest, hosts: list[dict[str, str]],
         extra["hw:numa_nodes"] = str(request.numa_nodes)
     if request.vgpus:
         extra["resources:VGPU"] = str(request.vgpus)
+    if request.mig_profile:
+        extra[f"trait:{mig_trait(request.mig_profile)}"] = "required"
     data: dict[str, Any] = {
         "flavor": {"nova_object.data": {
             "name": f"sim.{request.gpus or request.vgpus}{'g' if request.gpus else 'v'}",
@@ -417,7 +421,8 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
         if candidate_order == "shuffled":
             offered = random.Random(f"{seed}:{index}").sample(hosts, len(hosts))
         if request.vgpus:
-            offered = [h for h in offered if cloud.hosts[h["host"]].vgpu_room(request.vgpus)]
+            offered = [h for h in offered if cloud.hosts[h["host"]].vgpu_room(
+                request.vgpus, request.mig_profile)]
             offered_weights = {h["host"]: 0.0 for h in offered}
         cloud.kind = "vgpu" if request.vgpus else "pci"
         decision = _decide(cloud, source, service, index, request,

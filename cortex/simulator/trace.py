@@ -5,7 +5,8 @@ Trace file (YAML or JSON)::
     requests: [{id, arrival (s), departure? (s, null: stays), gpus? (passthrough GPUs),
                 vgpus? (vGPUs), vcpus, memory_mb, numa_nodes? (guest NUMA cells, 0 =
                 none), numa_policy? (PCI NUMA affinity: required|legacy|preferred|socket),
-                cpu_policy? (dedicated|shared), products? [PCI product ids, any of]}]
+                cpu_policy? (dedicated|shared), products? [PCI product ids, any of],
+                mig_profile? (the MIG profile each vGPU must be, e.g. 3g.40gb)}]
 
 Alibaba's pod lists (``openb_pod_list_*.csv``: ``name, cpu_milli, memory_mib, num_gpu,
 gpu_milli[, gpu_spec, ..., creation_time, deletion_time]``): a pod is one VM request.
@@ -13,11 +14,14 @@ Pods without GPUs are left out; a pod with a fraction of one GPU (``gpu_milli`` 
 asks for vGPUs (see ``alibaba-models.yaml``); CPUs are rounded up to whole pinned CPUs
 (even for two NUMA cells); guests of 8 GPUs or more get two NUMA cells, the others one;
 the PCI NUMA policy is Nova's default, ``legacy``. ``gpu_spec`` (models, ``|``-joined)
-becomes the product ids the request accepts. In ``fill`` mode the pods arrive in their
-order of creation and never leave (the method of Weng et al., ATC '23, who fill the
-cluster with the trace's tasks); in ``timeline`` mode they leave at ``deletion_time``.
-:func:`inflate` draws a workload from the pods as Weng et al. do for their measure:
-at random, with replacement, until the arrived demand reaches a share of the fleet.
+becomes the product ids the request accepts. With ``mig`` a fractional pod asks instead
+one vGPU of the MIG profile with its share of the GPU's compute
+(:func:`cortex.simulator.mig.pod_profile`), without product ids. In ``fill`` mode the
+pods arrive in their order of creation and never leave (the method of Weng et al., ATC
+'23, who fill the cluster with the trace's tasks); in ``timeline`` mode they leave at
+``deletion_time``. :func:`inflate` draws a workload from the pods as Weng et al. do for
+their measure: at random, with replacement, until the arrived demand reaches a share of
+the fleet.
 """
 
 from __future__ import annotations
@@ -30,12 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from cortex.documents import load_document
+from cortex.rules.mig_slots import A100_80GB
 from cortex.simulator.fleet import (
     Fleet,
     SimulationError,
     _csv_rows,
     alibaba_models,
 )
+from cortex.simulator.mig import pod_profile
 
 NUMA_POLICIES = ("required", "legacy", "preferred", "socket")
 MODES = ("timeline", "fill")
@@ -55,7 +61,8 @@ TRACE_SCHEMA: dict[str, Any] = {
                 "numa_nodes": {"type": "integer", "minimum": 0, "maximum": 8},
                 "numa_policy": {"enum": [*NUMA_POLICIES, None]},
                 "cpu_policy": {"enum": ["dedicated", "shared"]},
-                "products": {"type": "array", "items": {"type": "string"}}}}}},
+                "products": {"type": "array", "items": {"type": "string"}},
+                "mig_profile": {"type": "string"}}}}},
 }
 _POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 
@@ -66,7 +73,9 @@ class TraceRequest:
 
     ``gpus`` passthrough GPUs, ``vgpus`` vGPUs (one of them is 0); ``numa_nodes`` guest
     NUMA cells (0: no NUMA topology, CPUs float); ``products``: PCI product ids the GPUs
-    may be (any of; empty: any GPU).
+    may be (any of; empty: any GPU); ``mig_profile``: the MIG profile each vGPU must be
+    backed by (``3g.40gb``; asked as Nova's flavors ask it, a required trait), None: any
+    vGPU.
     """
 
     id: str
@@ -80,21 +89,24 @@ class TraceRequest:
     numa_policy: str | None = "legacy"
     cpu_policy: str = "dedicated"
     products: tuple[str, ...] = ()
+    mig_profile: str | None = None
 
 
 def read_trace(path: str | Path, mode: str = "timeline",
                models: str | Path | None = None,
-               overrides: Mapping[str, Any] | None = None) -> list[TraceRequest]:
+               overrides: Mapping[str, Any] | None = None,
+               mig: bool = False) -> list[TraceRequest]:
     """The requests of a trace file or an Alibaba pod list, by arrival; SimulationError if bad.
 
-    ``models`` and ``overrides`` (:func:`cortex.simulator.fleet.alibaba_models`) apply to
-    an Alibaba pod list.
+    ``models`` and ``overrides`` (:func:`cortex.simulator.fleet.alibaba_models`) and
+    ``mig`` (fractional pods as MIG requests, :func:`alibaba_trace`) apply to an
+    Alibaba pod list.
     """
     if mode not in MODES:
         raise SimulationError(f"mode must be one of {', '.join(MODES)}")
     path = Path(path)
     if path.suffix == ".csv":
-        requests = alibaba_trace(path, mode, models, overrides)
+        requests = alibaba_trace(path, mode, models, overrides, mig)
     else:
         data = load_document(path, TRACE_SCHEMA, SimulationError)
         requests = [_request(raw, mode) for raw in data["requests"]]
@@ -108,17 +120,30 @@ def _request(raw: Mapping[str, Any], mode: str) -> TraceRequest:
     """A TraceRequest from a trace file entry."""
     if bool(raw.get("gpus")) == bool(raw.get("vgpus")):
         raise SimulationError(f"request {raw['id']}: give either gpus or vgpus (> 0)")
+    profile = raw.get("mig_profile")
+    if profile is not None:
+        if not raw.get("vgpus"):
+            raise SimulationError(f"request {raw['id']}: mig_profile needs vgpus")
+        if profile not in A100_80GB.profiles:
+            raise SimulationError(f"request {raw['id']}: unknown MIG profile {profile!r} "
+                                  f"(known: {', '.join(A100_80GB.profiles)})")
     departure = raw.get("departure") if mode == "timeline" else None
     return TraceRequest(raw["id"], float(raw["arrival"]),
                         None if departure is None else float(departure),
                         raw.get("gpus", 0), raw.get("vgpus", 0), raw["vcpus"], raw["memory_mb"],
                         raw.get("numa_nodes", 1), raw.get("numa_policy", "legacy"),
-                        raw.get("cpu_policy", "dedicated"), tuple(raw.get("products", ())))
+                        raw.get("cpu_policy", "dedicated"), tuple(raw.get("products", ())),
+                        profile)
 
 
 def alibaba_trace(path: Path, mode: str = "fill", models: str | Path | None = None,
-                  overrides: Mapping[str, Any] | None = None) -> list[TraceRequest]:
-    """The GPU pods of an Alibaba pod list as TraceRequests (see the module docstring)."""
+                  overrides: Mapping[str, Any] | None = None,
+                  mig: bool = False) -> list[TraceRequest]:
+    """The GPU pods of an Alibaba pod list as TraceRequests (see the module docstring).
+
+    ``mig``: a fractional pod asks one vGPU of its MIG profile
+    (:func:`cortex.simulator.mig.pod_profile`) instead of its share in time-sliced vGPUs.
+    """
     rules = alibaba_models(models, overrides)
     products = {name: m["product_id"] for name, m in rules["models"].items()}
     slots = rules["vgpu_slots"]
@@ -137,11 +162,15 @@ def alibaba_trace(path: Path, mode: str = "fill", models: str | Path | None = No
         unknown = [s for s in spec if s not in products]
         if unknown:
             raise SimulationError(f"{path}: pod {row['name']}: unknown GPU model {unknown[0]!r}")
+        vgpus = math.ceil(milli * slots / 1000) if fraction else 0
+        accepted = tuple(dict.fromkeys(products[s] for s in spec))
+        profile = None
+        if fraction and mig:
+            vgpus, accepted, profile = 1, (), pod_profile(gpus, milli)
         requests.append(TraceRequest(
             row["name"], arrival, float(departure) if departure else None,
-            0 if fraction else gpus, math.ceil(milli * slots / 1000) if fraction else 0,
-            vcpus, max(1, int(row["memory_mib"])), cells, None if fraction else "legacy",
-            "dedicated", tuple(dict.fromkeys(products[s] for s in spec))))
+            0 if fraction else gpus, vgpus, vcpus, max(1, int(row["memory_mib"])), cells,
+            None if fraction else "legacy", "dedicated", accepted, profile))
     return requests
 
 
