@@ -442,7 +442,8 @@ def simulate(conf: config.Config, args) -> int:
         synthetic=SyntheticSpec(requests=args.requests, seed=args.seed, load=args.load),
         seeds=args.seeds, device_order=args.device_order,
         fragmentation_sizes=args.fragmentation_sizes, candidate_order=args.candidate_order,
-        gpu_sharing=args.gpu_sharing, vgpu_slots=args.vgpu_slots)
+        gpu_sharing=args.gpu_sharing, vgpu_slots=args.vgpu_slots,
+        mig_requests=args.mig_requests)
     results = run(spec, progress=lambda line: print(line, file=sys.stderr))
     if args.format == "json":
         print(json.dumps({"scenarios": [
@@ -639,6 +640,10 @@ def _simulate_parser(sub) -> None:
     sim.add_argument("--vgpu-slots", type=int, metavar="N",
                      help="Alibaba: vGPUs of one GPU, the fractions' granularity "
                           "(default: the model rules')")
+    sim.add_argument("--mig-requests", action="store_true",
+                     help="Alibaba: fractional pods ask one vGPU of the MIG profile with "
+                          "their share of the GPU's compute (for fleets of boards with a "
+                          "mig layout)")
     sim.add_argument("--plot", metavar="PNG", help="write a plot (one per fleet: -<fleet>)")
     sim.add_argument("--seeds", type=int, default=1, metavar="N",
                      help="replay N variants: the synthetic seed (or --shuffle's) counted up")

@@ -42,7 +42,9 @@ class SimulationSpec:
     the prediction errors of a tracker the weighers' model does not know);
     ``gpu_sharing``/``vgpu_slots``: override the Alibaba model rules' (None: the file's;
     :data:`cortex.simulator.fleet.ALIBABA_SHARING`, ``any`` lets fractional pods share
-    any GPU, as Weng et al. simulate);
+    any GPU, as Weng et al. simulate); ``mig_requests``: an Alibaba pod list's
+    fractional pods ask one vGPU of a MIG profile instead, for fleets of MIG boards
+    (:func:`cortex.simulator.trace.alibaba_trace`);
     ``candidate_order``: the order the hosts are offered in
     (:data:`cortex.simulator.replay.CANDIDATE_ORDERS`; ``shuffled`` decides the ties at
     random, seeded per seed and arrival);
@@ -76,6 +78,7 @@ class SimulationSpec:
     candidate_order: str = "fleet"
     gpu_sharing: str | None = None
     vgpu_slots: int | None = None
+    mig_requests: bool = False
     inflate: float | None = None
     fast: bool = True
 
@@ -125,7 +128,8 @@ def load_trace(spec: SimulationSpec, fleet: Fleet) -> tuple[str, list[TraceReque
         name = (f"synthetic (seed {spec.synthetic.seed}, load {spec.synthetic.load:g}, "
                 f"{spec.synthetic.requests} requests)")
     else:
-        requests = read_trace(spec.trace, spec.mode, spec.models, spec.model_overrides)
+        requests = read_trace(spec.trace, spec.mode, spec.models, spec.model_overrides,
+                              spec.mig_requests)
         name = f"{Path(spec.trace).name} ({spec.mode})"
     if spec.inflate is not None:
         if spec.mode != "fill":

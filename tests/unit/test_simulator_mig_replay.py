@@ -257,3 +257,25 @@ def test_simulate_command_replays_a_mig_fleet_file_and_a_mig_trace_file(tmp_path
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `")]
     # four 3g.40gb instances (one a GPU): the fifth request is the first refused
     assert len(rows) == 2 and all("| 5 | 4 | 0 (4) | #5 (4) |" in r for r in rows)
+
+
+def test_simulate_command_replays_alibaba_fractional_pods_as_mig_requests(tmp_path, capsys):
+    from cortex.cmd import manage
+
+    fleet = tmp_path / "mig-fleet.yaml"
+    fleet.write_text(yaml.safe_dump({"boards": {"a100-mig": mig_board(["4g.40gb", "3g.40gb"])},
+                                     "hosts": [{"prefix": "mig", "count": 1,
+                                                "board": "a100-mig"}]}))
+    pods = tmp_path / "pods.csv"
+    pods.write_text(POD_HEADER + "".join(f"p{i},2000,4096,1,460,,LS,Running,{i},900,{i}\n"
+                                         for i in range(6)))       # six 4g.40gb pods
+    args = ["simulate", "--fleet", str(fleet), "--trace", str(pods),
+            "--pipeline", REPLAYED[0]]
+    assert manage.main([*args, "--mig-requests"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("| `"))
+    assert "| 6 | 4 | 0 (4) | #5 (4) |" in row           # four GPUs, one 4g.40gb each
+    assert manage.main(args) == 0                       # as time-sliced vGPUs: no room
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("| `"))
+    assert "| 6 | 0 | 0 (0) | #1 (0) |" in row
