@@ -212,27 +212,46 @@ def _product(topology) -> str | None:
     return topology.gpus[0].device_id if topology is not None and topology.gpus else None
 
 
+_METERED: dict[int, tuple] = {}
+
+
+def metered_gpus(host: HostState) -> tuple[str | None, float, int, int] | None:
+    """``(GPU model, DCGM watts, GPUs, busy GPUs)`` of a metered GPU host, else None.
+
+    None for a host without a ``gpu.power_watts`` reading or without reported GPUs.
+    Kept per host state (by identity, the state held), as :func:`busy_gpus`: every
+    view's :class:`ModelDraws` reads every host, and a new view keeps the states of the
+    hosts that did not change.
+    """
+    entry = _METERED.get(id(host))
+    if entry is not None and entry[0] is host:
+        return entry[1]
+    watts, topology = host.features.get(POWER_FEATURE), host.topology
+    found = None
+    if watts is not None and topology is not None and topology.gpus:
+        found = (_product(topology), watts, len(topology.gpus), busy_gpus(topology))
+    if len(_METERED) >= 50000:
+        _METERED.clear()
+    _METERED[id(host)] = (host, found)
+    return found
+
+
 class ModelDraws:
     """Per GPU model (PCI product id): mean idle watts per GPU and mean busy watts per GPU."""
 
     def __init__(self, view, idle_default: float) -> None:
         idle: dict[str | None, list[float]] = {}
         busy: dict[str | None, list[float]] = {}
-        hosts = [(h, h.features.get(POWER_FEATURE)) for h in view.hosts.values()]
-        hosts = [(h, w) for h, w in hosts if w is not None and h.topology is not None
-                 and h.topology.gpus]
-        for host, watts in hosts:
-            if not busy_gpus(host.topology):
-                idle.setdefault(_product(host.topology), []).append(
-                    watts / len(host.topology.gpus))
+        hosts = [found for found in map(metered_gpus, view.hosts.values())
+                 if found is not None]
+        for product, watts, gpus, used in hosts:
+            if not used:
+                idle.setdefault(product, []).append(watts / gpus)
         self.idle = {p: sum(v) / len(v) for p, v in idle.items()}
-        for host, watts in hosts:
-            used = busy_gpus(host.topology)
+        for product, watts, gpus, used in hosts:
             if used:
-                per_idle = self.idle.get(_product(host.topology), idle_default)
-                free = len(host.topology.gpus) - used
-                busy.setdefault(_product(host.topology), []).append(
-                    (watts - free * per_idle) / used)
+                per_idle = self.idle.get(product, idle_default)
+                busy.setdefault(product, []).append((watts - (gpus - used) * per_idle) / used)
         self.busy = {p: sum(v) / len(v) for p, v in busy.items()}
 
 

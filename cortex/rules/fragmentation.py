@@ -31,6 +31,7 @@ nova-compute is predicted to claim (:mod:`cortex.rules.device_choice`).
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -389,10 +390,22 @@ def shared_fragment(gpus: Sequence[SharedGpu], sizes: Sizes) -> float:
 def shared_useful(gpus: Sequence[SharedGpu], sizes: Sizes) -> float:
     """Expected capacity, in GPUs, a request drawn from ``sizes`` (in units) can use.
 
-    A GPU's fed units serve a request of ``s`` units when ``largest >= s``.
+    A GPU's fed units serve a request of ``s`` units when ``largest >= s``. The GPUs that
+    serve ``s`` are the same for every size between two GPUs' ``largest``, so their sum
+    is taken once per such step (in the GPUs' order, the same sum), not once per size.
     """
-    return sum(p * sum((g.free if g.usable is None else g.usable) / g.total
-                       for g in gpus if g.largest >= s) for s, p in sizes)
+    shares = [((g.free if g.usable is None else g.usable) / g.total, g.largest) for g in gpus]
+    levels = sorted({largest for _, largest in shares})
+    served: dict[int, float] = {}
+
+    def serving(size: float) -> float:
+        step = bisect.bisect_left(levels, size)
+        found = served.get(step)
+        if found is None:
+            found = served[step] = sum(share for share, largest in shares if largest >= size)
+        return found
+
+    return sum(p * serving(s) for s, p in sizes)
 
 
 def fed_first(gpus: GpuMap, free: int, fed: float) -> int:

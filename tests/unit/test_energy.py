@@ -221,3 +221,29 @@ def test_the_docs_document_the_energy_metrics():
                  "cortex_zone_carbon_intensity_grams_per_kwh",
                  "cortex_zone_carbon_emission_grams_per_hour"):
         assert f"`{name}`" in section, name
+
+
+# ------------------------------------------------------------------ per-model draws
+
+
+def test_model_draws_read_each_view_s_host_states():
+    """A host whose state changed between two views is read as it is in each view.
+
+    The per-host readings are kept by host state (a view keeps the states of the hosts
+    that did not change): the idle host's state is shared by all three views, the other
+    host busy with 2 GPUs, then with 4, then idle. DCGM watts summed over 8 GPUs.
+    """
+    from cortex.knowledge.energy import ModelDraws
+    from tests.gpu_fakes import gpu_host as board_host
+    from tests.unit.gpu_boards import HGX
+
+    idle = board_host("idle", features={"gpu.power_watts": 560.0})       # 70 W a GPU
+    two = board_host("busy", in_use=HGX[:2], features={"gpu.power_watts": 1620.0})
+    four = board_host("busy", in_use=HGX[:4], features={"gpu.power_watts": 2280.0})
+    none = board_host("busy", features={"gpu.power_watts": 640.0})       # 80 W a GPU
+    product = idle.topology.gpus[0].device_id
+    first, second, third = (ModelDraws(view(idle, other), 60.0) for other in (two, four, none))
+    assert (first.idle, first.busy) == ({product: 70.0}, {product: (1620.0 - 6 * 70) / 2})
+    assert (second.idle, second.busy) == ({product: 70.0}, {product: (2280.0 - 4 * 70) / 4})
+    assert (third.idle, third.busy) == ({product: 75.0}, {})
+    assert ModelDraws(view(idle, two), 60.0).busy == first.busy

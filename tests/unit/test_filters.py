@@ -12,7 +12,9 @@ from cortex.plugins.filters.has_requested_traits import HasRequestedTraitsFilter
 from cortex.plugins.filters.host_instructions import HostInstructionsFilter
 from cortex.plugins.filters.status import StatusFilter
 from cortex.request.base import Candidate
+from cortex.rules.capacity import CapacityTable
 from tests.fakes import host, inventory, nova, pool, storage
+from tests.fakes import view as fake_view
 
 
 def verdict(plugin, state, request, nodes=()):
@@ -233,3 +235,45 @@ def test_capacity_thin_virtual_free():
 def test_capacity_skips_extend():
     assert not CapacityFilter().applies(storage("cinder", "extend-volume"))
     assert CapacityFilter().applies(storage("cinder", "create-volume-thin-qos"))
+
+
+def _capacity_fleet(count=24):
+    """Hosts of 8 vCPUs, every third one full."""
+    return [host(f"h{i:02d}", inventories={
+        "VCPU": inventory(8, used=8 if i % 3 == 0 else 0), "MEMORY_MB": inventory(16384),
+        "DISK_GB": inventory(100)}) for i in range(count)]
+
+
+@pytest.mark.parametrize("asked", [range(2), range(0, 24, 4), range(24)])
+def test_has_enough_capacity_batch_is_the_host_by_host_verdict(asked):
+    """Few hosts asked (checked one by one) or many (the view's capacity tables): same answer."""
+    fleet = _capacity_fleet()
+    knowledge = fake_view(*fleet)
+    request = nova(flavor=FLAVOR, hosts=[h.host for h in fleet])
+    pairs = [(request.candidates[i], fleet[i]) for i in asked]
+    plugin = HasEnoughCapacityFilter()
+    expected = {c.host: reason for c, state in pairs
+                if (reason := plugin.check(state, request, c)) is not None}
+    assert expected  # a full host among them
+    assert plugin.check_all(pairs, request, knowledge) == expected
+
+
+def test_has_enough_capacity_builds_no_table_for_a_few_hosts(monkeypatch):
+    """Two hosts of 24 are checked directly: the table's walk over every host is not paid."""
+    import cortex.plugins.filters.has_enough_capacity as module
+
+    built = []
+
+    def table(view, rc):
+        built.append(rc)
+        return CapacityTable(view, rc)
+
+    monkeypatch.setattr(module, "CapacityTable", table)
+    fleet = _capacity_fleet()
+    knowledge = fake_view(*fleet)
+    request = nova(flavor=FLAVOR, hosts=[h.host for h in fleet])
+    plugin = HasEnoughCapacityFilter()
+    plugin.check_all([(request.candidates[i], fleet[i]) for i in range(2)], request, knowledge)
+    assert built == []
+    plugin.check_all(list(zip(request.candidates, fleet, strict=True)), request, knowledge)
+    assert built

@@ -26,6 +26,11 @@ from cortex.plugins.registry import register
 from cortex.request import Candidate, NovaRequest
 from cortex.rules.capacity import CapacityTable, capacity_refusal, migration_claims
 
+#: The share of a view's hosts up to which ``check_all`` checks each host asked rather than
+#: build the view's capacity tables (a table walks and sorts every host of the view; the
+#: few hosts asked when the others' answers are kept cost less checked one by one).
+DIRECT_SHARE = 0.125
+
 
 @dataclass(frozen=True)
 class HasEnoughCapacityOptions:
@@ -67,11 +72,16 @@ class HasEnoughCapacityFilter(Filter[NovaRequest, HostState]):
         version) names the hosts that might not fit (sorted free capacity, one test per
         kind of inventory units); only those, hosts with several nodes or migrations,
         and hosts whose state an overlay changed (in-flight reservations) are checked
-        host by host.
+        host by host. Asked about few hosts (at most :data:`DIRECT_SHARE` of the view's,
+        as when the other hosts' answers are kept, :mod:`cortex.pipeline.memo`), it checks
+        each of them instead: a table costs a walk over every host of the view. The
+        answers are the same either way (the table only clears hosts that fit).
         """
         if view is None or request.service != "nova":
             return super().check_all(hosts, request, view)
         root = view.root
+        if len(hosts) <= len(root.hosts) * DIRECT_SHARE:
+            return super().check_all(hosts, request, view)
         suspects: set[str] = set()
         for rc, amount in request.resources.items():
             if rc in self.options.resource_classes:

@@ -173,3 +173,29 @@ def test_fragmentation_measures_against_the_recorded_sizes_once_enough():
 def test_options_are_validated(options, message):
     with pytest.raises(OptionsError, match=message):
         build_options(GpuFragmentationWeigher, options)
+
+
+def test_shared_useful_is_the_sum_over_sizes_bit_for_bit():
+    """The GPUs serving a size are summed once per step of ``largest``: the very same floats.
+
+    The rule read directly: per size, the fed share of every GPU whose largest request
+    served is at least that size, weighted by the size's probability. Exact equality, as
+    the weigher's ties (and so the simulator's placements) turn on the last bit.
+    """
+    import random
+
+    from cortex.rules.fragmentation import SharedGpu, parse_sizes, shared_useful
+
+    rng = random.Random(7)
+    for _ in range(300):
+        slots = rng.choice([4, 10, 100])
+        gpus = []
+        for _ in range(rng.randrange(0, 9)):
+            free = rng.randrange(0, slots + 1)
+            gpu = SharedGpu(free, slots, rng.choice([free, slots, rng.randrange(0, free + 1)]))
+            gpus.append(gpu.capped(rng.randrange(0, free + 1)) if rng.random() < 0.3 else gpu)
+        sizes = parse_sizes({str(rng.randrange(1, slots + 1)): rng.random() + 0.01
+                             for _ in range(rng.randrange(1, 40))}, "vgpu_sizes")
+        direct = sum(p * sum((g.free if g.usable is None else g.usable) / g.total
+                             for g in gpus if g.largest >= s) for s, p in sizes)
+        assert shared_useful(gpus, sizes) == direct
