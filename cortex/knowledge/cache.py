@@ -297,7 +297,7 @@ class KnowledgeCache:
                     for table, rows in view.skipped_rows.items():
                         if self._on_skipped is not None:
                             self._on_skipped(table, rows)
-                settle_garbage_collector()
+                settle_garbage_collector(len(view.hosts))
             self.checked_at = self._clock()
             if self._failures:
                 LOG.warning("knowledge check succeeds again after %d failures", self._failures)
@@ -350,8 +350,12 @@ def _check_forever(ref: weakref.ref, wake: threading.Event, stopped: threading.E
         wake.clear()
 
 
-def settle_garbage_collector() -> None:
-    """Keep the long-lived knowledge out of the garbage collector's full passes.
+#: Views of fewer hosts are left to the collector (:func:`settle_garbage_collector`).
+SETTLE_MIN_HOSTS = 100
+
+
+def settle_garbage_collector(hosts: int) -> None:
+    """Keep the long-lived knowledge of a view of ``hosts`` hosts out of full collections.
 
     A view of N hosts holds some 15 N tracked objects that live until the next version;
     every full collection (triggered by the garbage of ordinary requests) traverses all
@@ -360,7 +364,16 @@ def settle_garbage_collector() -> None:
     collect once, and freeze what survives into the permanent generation
     (:func:`gc.freeze`, the CPython idiom for long-lived data). Freed by reference
     counting all the same when the next view replaces it.
+
+    That collection traverses every object of the process, not only the view's, so a
+    view of fewer than :data:`SETTLE_MIN_HOSTS` hosts, whose objects weigh little on the
+    collector, is not frozen; if a larger view was frozen before, it is unfrozen and
+    collected once so that its cycles can be freed.
     """
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()
+    if hosts >= SETTLE_MIN_HOSTS:
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+    elif gc.get_freeze_count():
+        gc.unfreeze()
+        gc.collect()

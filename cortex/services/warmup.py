@@ -105,7 +105,7 @@ def warm_up(app: Any, started: float | None = None,
         asked += 1
         replayed += recorded
     if asked:
-        settle_garbage_collector()  # what the calls built on the view lives as long as it
+        settle_garbage_collector(len(view.hosts))  # what the calls built lives as the view
     if asked < len(asks):
         LOG.warning("warm-up: %d of %d requests skipped, %.1f s after the worker's start "
                     "([api] warm_up_timeout %g s)", len(asks) - asked, len(asks),

@@ -193,16 +193,34 @@ def test_cold_cache_makes_concurrent_callers_wait_for_the_first_load(counted, mo
     assert answers["second"] is answers["first"] is cache.current is not None
 
 
-def test_a_loaded_view_is_frozen_out_of_full_collections(counted):
+def test_a_loaded_view_is_frozen_out_of_full_collections(counted, monkeypatch):
     import gc
 
     gc.unfreeze()
-    cache = KnowledgeCache(engine=None, interval=1.0, clock=Clock())
-    view = cache.view()
-    frozen = gc.get_freeze_count()
-    assert frozen >= len(view.hosts) > 0
-    assert all(o is not view for o in gc.get_objects(generation=2))  # frozen: in none
+    monkeypatch.setattr(cache_module, "SETTLE_MIN_HOSTS", 1)  # the test fleet is small
+    try:
+        cache = KnowledgeCache(engine=None, interval=1.0, clock=Clock())
+        view = cache.view()
+        frozen = gc.get_freeze_count()
+        assert frozen >= len(view.hosts) > 0
+        assert all(o is not view for o in gc.get_objects(generation=2))  # frozen: in none
+    finally:
+        gc.unfreeze()
+
+
+def test_a_small_view_is_left_to_the_collector_and_releases_a_larger_one_frozen_before():
+    import gc
+
     gc.unfreeze()
+    try:
+        cache_module.settle_garbage_collector(cache_module.SETTLE_MIN_HOSTS - 1)
+        assert gc.get_freeze_count() == 0  # nothing frozen: no full collection either
+        cache_module.settle_garbage_collector(cache_module.SETTLE_MIN_HOSTS)
+        assert gc.get_freeze_count() > 0  # a large view is frozen
+        cache_module.settle_garbage_collector(cache_module.SETTLE_MIN_HOSTS - 1)
+        assert gc.get_freeze_count() == 0  # the larger one before it can be freed
+    finally:
+        gc.unfreeze()
 
 
 def test_background_reload_answers_from_the_current_view_meanwhile(counted):
