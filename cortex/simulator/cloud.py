@@ -29,7 +29,7 @@ watts and the GPUs in use.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -111,6 +111,12 @@ class SimHost:
         self.traits = frozenset(mig_trait(i.profile) for g in self.base.gpus
                                 for i in g.mig_instances)
         self._states: dict[str, HostState] = {}
+        #: The most free vGPUs one GPU has (-1: no GPU; None: not counted since the last
+        #: change).
+        self._vgpu_most: int | None = None
+        #: Told the host's name after each change (the cloud keeps the hosts changed since
+        #: its last view).
+        self.on_change: Callable[[str], None] | None = None
 
     # -- the view
     @property
@@ -135,9 +141,11 @@ class SimHost:
             topology = self.state().topology
             return count == 1 and topology is not None and mig_choice(
                 topology, profile, 1) is not None
-        if profile is not None:
+        if profile is not None or not self.vgpu_slots:
             return False
-        return bool(self.vgpu_slots) and any(free >= count for free in self._vgpu_free())
+        if self._vgpu_most is None:
+            self._vgpu_most = max(self._vgpu_free(), default=-1)
+        return self._vgpu_most >= count
 
     def _vgpu_free(self) -> list[int]:
         """Free vGPUs per GPU in PCI order; 0 for a GPU passed through."""
@@ -353,6 +361,9 @@ class SimHost:
         else:
             self.gpus_in_use.difference_update(allocation.gpus)
         self._states = {}
+        self._vgpu_most = None
+        if self.on_change is not None:
+            self.on_change(self.name)
 
 
 class SimCloud:
@@ -378,19 +389,37 @@ class SimCloud:
         #: vGPUs of one GPU where GPUs are shared any way (the first such board's; 0: none)
         self.vgpu_slots = next((h.vgpu_slots for h in self.hosts.values() if h.flexible), 0)
         self._views: dict[str, KnowledgeView] = {}
+        #: Per kind, the hosts changed since that kind's last view
+        self._changed: dict[str, set[str]] = {kind: set() for kind in KINDS}
+        for host in self.hosts.values():
+            host.on_change = self._host_changed
+
+    def _host_changed(self, name: str) -> None:
+        """Host ``name`` changed: each kind's next view asks it for its state again."""
+        for changed in self._changed.values():
+            changed.add(name)
 
     def view(self) -> KnowledgeView:
         """An immutable view of every host now (unchanged hosts keep their HostState).
 
         The same view as last time while no host changed, as a worker keeps its view
         until the knowledge version moves; a new version after any claim or release.
-        With hosts whose GPUs are shared any way, one view per :attr:`kind`.
+        With hosts whose GPUs are shared any way, one view per :attr:`kind`. Only the
+        hosts changed since the kind's last view are asked for their state (a host's
+        state is a new object only after a change, :meth:`SimHost.state`).
         """
         kind = self.kind if self.flexible else "pci"
-        states = {name: host.state(kind) for name, host in self.hosts.items()}
         last = self._views.get(kind)
-        if last is not None and all(last.hosts[n] is s for n, s in states.items()):
-            return last
+        changed = self._changed[kind]
+        if last is None:
+            states = {name: host.state(kind) for name, host in self.hosts.items()}
+        else:
+            fresh = {name: self.hosts[name].state(kind) for name in changed}
+            changed.clear()
+            if all(last.hosts[name] is state for name, state in fresh.items()):
+                return last
+            states = {**last.hosts, **fresh}
+        changed.clear()
         self.version += 1
         view = self._views[kind] = KnowledgeView(self.version, EPOCH,
                                                  MappingProxyType(states),

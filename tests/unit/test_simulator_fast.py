@@ -138,3 +138,33 @@ def test_a_session_replays_policies_on_an_inflated_workload(tmp_path):
     first, second = ([d.request_id for d in seed[0].decisions] for seed in found.by_seed)
     assert first != second                                     # a workload per seed
     assert all(run.unallocated_pct_at(100) is not None for run in found.runs)
+
+
+def test_the_cloud_s_view_is_every_host_s_state_now(tmp_path):
+    """Views made from the hosts changed since the last one hold every host's state now.
+
+    After each event of an inflated workload on GPUs shared any way (both kinds of view,
+    arrivals and departures): each host's state in the view is the one the host answers,
+    object for object, in the fleet's order; no change, the same view; and a host's vGPU
+    room is one GPU with that many free vGPUs, as Placement's providers say.
+    """
+    fleet, trace = _shared_alibaba(tmp_path)
+    seen = []
+
+    def check(_kind, _request, cloud):
+        for kind in ("pci", "vgpu"):
+            cloud.kind = kind
+            view = cloud.view()
+            assert list(view.hosts) == list(cloud.hosts)
+            assert all(view.hosts[n] is h.state(kind) for n, h in cloud.hosts.items())
+            assert cloud.view() is view
+            seen.append(view.version)
+        for host in cloud.hosts.values():
+            free = host._vgpu_free() if host.vgpu_slots else []
+            for count in (1, 5, 10):
+                assert host.vgpu_room(count) == any(f >= count for f in free)
+
+    leaving = [dataclasses.replace(r, departure=r.arrival + 7) for r in trace]
+    run = replay(fleet, leaving, PIPELINES, "kvm-gpu-topology-aware", on_event=check,
+                 fast=True)
+    assert run.placed and len(set(seen)) > 2
