@@ -240,13 +240,19 @@ def test_the_whole_gpu_side_replays_the_same_requests_on_the_same_hosts():
         assert run.placed == 3 and run.fleet_gpus == 8
 
 
-def test_simulate_command_replays_a_mig_fleet_file_and_a_mig_trace_file(tmp_path, capsys):
-    from cortex.cmd import manage
-
+def _one_mig_host(tmp_path):
+    """A fleet file of one A100 host split 4g.40gb + 3g.40gb on each GPU; its path."""
     fleet = tmp_path / "mig-fleet.yaml"
     fleet.write_text(yaml.safe_dump({"boards": {"a100-mig": mig_board(["4g.40gb", "3g.40gb"])},
                                      "hosts": [{"prefix": "mig", "count": 1,
                                                 "board": "a100-mig"}]}))
+    return fleet
+
+
+def test_simulate_command_replays_a_mig_fleet_file_and_a_mig_trace_file(tmp_path, capsys):
+    from cortex.cmd import manage
+
+    fleet = _one_mig_host(tmp_path)
     trace = tmp_path / "mig-trace.yaml"
     trace.write_text(yaml.safe_dump({"requests": [
         {"id": f"r{i}", "arrival": i, "vgpus": 1, "vcpus": 4, "memory_mb": 8192,
@@ -262,10 +268,7 @@ def test_simulate_command_replays_a_mig_fleet_file_and_a_mig_trace_file(tmp_path
 def test_simulate_command_replays_alibaba_fractional_pods_as_mig_requests(tmp_path, capsys):
     from cortex.cmd import manage
 
-    fleet = tmp_path / "mig-fleet.yaml"
-    fleet.write_text(yaml.safe_dump({"boards": {"a100-mig": mig_board(["4g.40gb", "3g.40gb"])},
-                                     "hosts": [{"prefix": "mig", "count": 1,
-                                                "board": "a100-mig"}]}))
+    fleet = _one_mig_host(tmp_path)
     pods = tmp_path / "pods.csv"
     pods.write_text(POD_HEADER + "".join(f"p{i},2000,4096,1,460,,LS,Running,{i},900,{i}\n"
                                          for i in range(6)))       # six 4g.40gb pods
