@@ -112,9 +112,9 @@ def test_commitments_statefully_create_show_delete(api_schema):
     Generated creates reach the write's refusals (400, 409) and its successes; every
     commitment created is shown and deleted through the ids the creates answered, and
     none of it ever gets a 5xx. The knowledge still loads after every step. Every other
-    create keeps its generated shape, texts and count but asks for any zone until 2099
-    (a generated zone has no host, a generated period has mostly passed), so that
-    creates succeed too.
+    create keeps its generated project and texts but asks for one instance of 2 vCPUs
+    and 2 GiB in any zone until 2099 (a generated zone has no host, a generated period
+    has mostly passed, a generated shape seldom fits), so that creates succeed too.
     """
     schema = api_schema.include(path_regex="^/v1/commitments")
     knowledge = api_schema.app.extensions["cortex"].knowledge
@@ -137,7 +137,8 @@ def test_commitments_statefully_create_show_delete(api_schema):
             if case.method.upper() == "POST" and isinstance(case.body, dict) \
                     and self.posts % 2:
                 case.body.pop("start_at", None)
-                case.body.update(availability_zone=None, end_at="2099-01-01T00:00:00Z")
+                case.body.update(availability_zone=None, end_at="2099-01-01T00:00:00Z",
+                                 count=1, vcpus=2, memory_mb=2048)
 
         def validate_response(self, response, case, additional_checks=None, **kwargs):
             case.validate_response(response, checks=CONFORMANCE)
