@@ -221,7 +221,8 @@ def metered_gpus(host: HostState) -> tuple[str | None, float, int, int] | None:
     None for a host without a ``gpu.power_watts`` reading or without reported GPUs.
     Kept per host state (by identity, the state held), as :func:`busy_gpus`: every
     view's :class:`ModelDraws` reads every host, and a new view keeps the states of the
-    hosts that did not change.
+    hosts that did not change. :class:`ModelDraws` keeps only its view's states once
+    more than twice as many are kept, so replaced views are not held alive.
     """
     entry = _METERED.get(id(host))
     if entry is not None and entry[0] is host:
@@ -244,6 +245,10 @@ class ModelDraws:
         busy: dict[str | None, list[float]] = {}
         hosts = [found for found in map(metered_gpus, view.hosts.values())
                  if found is not None]
+        if len(_METERED) > 2 * len(view.hosts):
+            kept = {id(h) for h in view.hosts.values()}
+            for key in [key for key in list(_METERED) if key not in kept]:
+                _METERED.pop(key, None)
         for product, watts, gpus, used in hosts:
             if not used:
                 idle.setdefault(product, []).append(watts / gpus)
