@@ -40,7 +40,7 @@ overhead of a host whose hottest GPU (``gpu.temperature_celsius``) runs warm.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,7 +194,8 @@ _BUSY: dict[int, tuple] = {}
 def busy_gpus(topology) -> int:
     """GPUs a guest uses: passed through, or with vGPUs or MIG instances in use.
 
-    Kept per topology (by identity, the topology held): every view asks for every host.
+    Kept per topology (by identity, the topology held): every view asks for every host;
+    :class:`ModelDraws` lets replaced views' topologies go (:func:`_keep_only`).
     """
     entry = _BUSY.get(id(topology))
     if entry is not None and entry[0] is topology:
@@ -222,7 +223,7 @@ def metered_gpus(host: HostState) -> tuple[str | None, float, int, int] | None:
     Kept per host state (by identity, the state held), as :func:`busy_gpus`: every
     view's :class:`ModelDraws` reads every host, and a new view keeps the states of the
     hosts that did not change. :class:`ModelDraws` keeps only its view's states once
-    more than twice as many are kept, so replaced views are not held alive.
+    more than twice as many are kept (:func:`_keep_only`).
     """
     entry = _METERED.get(id(host))
     if entry is not None and entry[0] is host:
@@ -237,6 +238,18 @@ def metered_gpus(host: HostState) -> tuple[str | None, float, int, int] | None:
     return found
 
 
+def _keep_only(cache: dict[int, tuple], held: Iterable[Any]) -> None:
+    """Drop ``cache``'s entries for objects other than ``held`` once it has twice as many.
+
+    The caches above are keyed by object identity and hold their object, so without
+    this every replaced view's host states and topologies would stay alive.
+    """
+    held = {id(o) for o in held}
+    if len(cache) > 2 * len(held):
+        for key in [key for key in list(cache) if key not in held]:
+            cache.pop(key, None)
+
+
 class ModelDraws:
     """Per GPU model (PCI product id): mean idle watts per GPU and mean busy watts per GPU."""
 
@@ -245,10 +258,8 @@ class ModelDraws:
         busy: dict[str | None, list[float]] = {}
         hosts = [found for found in map(metered_gpus, view.hosts.values())
                  if found is not None]
-        if len(_METERED) > 2 * len(view.hosts):
-            kept = {id(h) for h in view.hosts.values()}
-            for key in [key for key in list(_METERED) if key not in kept]:
-                _METERED.pop(key, None)
+        _keep_only(_METERED, view.hosts.values())
+        _keep_only(_BUSY, (h.topology for h in view.hosts.values()))
         for product, watts, gpus, used in hosts:
             if not used:
                 idle.setdefault(product, []).append(watts / gpus)

@@ -250,7 +250,7 @@ def test_model_draws_read_each_view_s_host_states():
 
 
 def test_model_draws_hold_no_replaced_view_s_host_states_alive():
-    """The readings kept for host states of views replaced since are let go."""
+    """The readings kept for host states and topologies of views replaced since are let go."""
     from cortex.knowledge import energy
     from cortex.knowledge.energy import ModelDraws
     from tests.gpu_fakes import gpu_host as board_host
@@ -258,8 +258,10 @@ def test_model_draws_hold_no_replaced_view_s_host_states_alive():
     old = board_host("old", features={"gpu.power_watts": 560.0})
     ModelDraws(view(old), 60.0)
     assert any(state is old for state, _ in energy._METERED.values())
+    assert any(topology is old.topology for topology, _ in energy._BUSY.values())
     for number in range(4):  # later views of other hosts
         ModelDraws(view(board_host(f"new{number}", features={"gpu.power_watts": 560.0})),
                    60.0)
     assert not any(state is old for state, _ in energy._METERED.values())
     assert len(energy._METERED) <= 2
+    assert not any(topology is old.topology for topology, _ in energy._BUSY.values())
