@@ -75,13 +75,17 @@ class ReservationFeed:
     ``retry`` seconds after losing its connection. ``params``: more libpq
     parameters for the listening connection (TCP keepalives and ``tcp_user_timeout``,
     so that a server gone without a word is noticed and the store reads the table
-    instead: :meth:`cortex.db.engine.ConnectionLimits.params`).
+    instead: :meth:`cortex.db.engine.ConnectionLimits.params`). ``clock()``: the
+    time, timezone-aware, against which expired reservations are swept out of memory
+    (default: the wall clock).
     """
 
     def __init__(self, conninfo: str, load: Callable[[], list[Reservation]],
                  announce: Callable[[str], None], connect_timeout: int = 3,
-                 retry: float = 1.0, params: dict[str, Any] | None = None) -> None:
+                 retry: float = 1.0, params: dict[str, Any] | None = None,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self._conninfo = conninfo
+        self._clock = clock
         self._params = dict(params or {})
         self._load = load
         self._announce = announce
@@ -324,7 +328,7 @@ class ReservationFeed:
     def _publish(self) -> None:
         """Make the copy what :meth:`current` answers; sweep expired entries (lock held)."""
         if time.monotonic() - self._swept > _SWEEP_EVERY:
-            self._swept, now = time.monotonic(), datetime.now(UTC)
+            self._swept, now = time.monotonic(), self._clock()
             for reservation_id in [i for i, r in self._by_id.items() if r.expires_at <= now]:
                 self._drop(reservation_id)
             self._known = {i: t for i, t in self._known.items() if t > now}

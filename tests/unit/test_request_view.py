@@ -114,7 +114,7 @@ def test_an_overlay_made_from_the_last_one_is_the_one_made_whole():
 
 def filled_feed(items):
     """A feed holding ``items`` as if its listener ran in this process (no database)."""
-    feed = ReservationFeed("", lambda: list(items), lambda _: None)
+    feed = ReservationFeed("", lambda: list(items), lambda _: None, clock=lambda: NOW)
     feed._pid, feed._thread = os.getpid(), threading.current_thread()
     feed._reload()
     return feed
