@@ -135,7 +135,7 @@ def test_commitments_statefully_create_show_delete(api_schema):
 
         def before_call(self, case):
             if case.method.upper() == "POST" and isinstance(case.body, dict) \
-                    and self.posts % 2:
+                    and self.posts % 2 == 0:  # the first, third... of a scenario
                 case.body.pop("start_at", None)
                 case.body.update(availability_zone=None, end_at="2099-01-01T00:00:00Z",
                                  count=1, vcpus=2, memory_mb=2048)
