@@ -120,8 +120,10 @@ def test_metrics_show_the_answers_kept_and_dropped(clients):
             dropped = _metric(small, "cortex_step_answers_dropped_total")
             assert dropped > 0
             # one table stays however big: the store never drops the table just made
+            # (beside it, answers kept on a promised host's overlay state, when the feed
+            # delivered the call's own promise in time)
             hosts = len(app.extensions["cortex"].knowledge.current.hosts)
-            assert _metric(small, "cortex_step_answers_kept") == hosts
+            assert hosts <= _metric(small, "cortex_step_answers_kept") < 2 * hosts
             assert post(small, "nova", body).status_code == 200
             assert _metric(small, "cortex_step_answers_dropped_total") > dropped
         finally:
