@@ -29,7 +29,7 @@ watts and the GPUs in use.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -182,9 +182,13 @@ class SimHost:
 
     def mig_gpus_in_use(self) -> float:
         """GPUs the guests' MIG instances hold, in compute slices over the GPU's (7)."""
-        geometry = A100_80GB
-        return sum(geometry.profile(self.mig_instances[key].profile).compute_slices
-                   for key in self.mig_held) / geometry.compute_slices
+        return sum(slices for _, slices in self._mig_held()) / A100_80GB.compute_slices
+
+    def _mig_held(self) -> Iterator[tuple[str, int]]:
+        """``(GPU PCI address, compute slices)`` of each MIG instance a guest holds."""
+        for address, index in self.mig_held:
+            yield address, A100_80GB.profile(
+                self.mig_instances[address, index].profile).compute_slices
 
     def state(self, kind: str = "pci") -> HostState:
         """The HostState of the host now (rebuilt only after a change).
@@ -257,12 +261,9 @@ class SimHost:
         loads = [1.0 if a in self.gpus_in_use else min(1.0, used / slots) if slots else 0.0
                  for a, used in self.vgpus.items()]
         if self.mig:
-            geometry = A100_80GB
             held: dict[str, float] = {}
-            for address, index in self.mig_held:
-                held[address] = held.get(address, 0.0) + geometry.profile(
-                    self.mig_instances[address, index].profile
-                ).compute_slices / geometry.compute_slices
+            for address, slices in self._mig_held():
+                held[address] = held.get(address, 0.0) + slices / A100_80GB.compute_slices
             loads = [held.get(a, 0.0) for a in self.vgpus]
         utilization = sum(loads) / count
         memory = float(model.get("memory_mb", 16384)) * 1048576
