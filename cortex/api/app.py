@@ -349,11 +349,14 @@ def _warn_at_start(conf: Config, knowledge: KnowledgeCache) -> None:
 
 
 def learns_sizes(pipelines: PipelineSet) -> bool:
-    """Whether a pipeline's fragmentation weigher measures the recorded sizes.
+    """Whether a pipeline weighs with the recorded GPU demand.
 
-    Then the knowledge view counts them (``sizes_from: demand``); else it skips the read.
+    A fragmentation weigher measuring the recorded sizes (``sizes_from: demand``) or
+    ``weigher_gpu_model_reserve`` (the recorded demand per model): then the knowledge
+    view counts them; else it skips the read.
     """
     return any(getattr(step.plugin.options, "sizes_from", None) == "demand"
+               or step.plugin.name == "weigher_gpu_model_reserve"
                for pipeline in pipelines.pipelines.values() for step in pipeline.weighers)
 
 

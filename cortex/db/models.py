@@ -23,6 +23,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -809,7 +810,8 @@ class GpuDemand(Base):
 
     ``gpus``: whole GPUs over all ``instances`` of the call; ``vgpus``: vGPUs and MIG
     instances. ``model``: the GPU model asked for (or placed on), ``any`` when the request
-    names none and nothing was placed; ``flavor``: the flavor's name. ``outcome``:
+    names none and nothing was placed; ``model_named``: whether the request named its model
+    (revision 0024); ``flavor``: the flavor's name. ``outcome``:
     ``placed`` or ``refused``; ``power_delta_watts``: what the first host was expected to
     draw more (None when refused). Kept ``[forecast] demand_retention_days``, longer than
     the decision log.
@@ -822,6 +824,8 @@ class GpuDemand(Base):
         DateTime(timezone=True), nullable=False, index=True)
     service: Mapped[str] = mapped_column(String(16), nullable=False)
     model: Mapped[str] = mapped_column(String(255), nullable=False)
+    model_named: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, default=False, server_default=false())
     flavor: Mapped[str | None] = mapped_column(String(255))
     availability_zone: Mapped[str | None] = mapped_column(String(255))
     gpus: Mapped[int] = mapped_column(Integer, nullable=False)

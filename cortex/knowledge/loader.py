@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from cortex.db import models
 from cortex.knowledge.commitments import Commitment, Hold
+from cortex.knowledge.gpu_names import ANY_MODEL
 from cortex.knowledge.network import (
     SOURCE_FILE,
     SOURCE_PROMETHEUS,
@@ -90,9 +91,10 @@ def load_view(bind: Engine | Connection, previous: KnowledgeView | None = None,
     ``kubernetes_nodes`` (``[kubernetes] nodes_from_reports``): hosts whose agent reports
     but that Nova does not know join the hosts as Kubernetes nodes; otherwise their
     reports stay out of the view. ``request_sizes``: count the recorded GPU creates'
-    sizes (:func:`read_request_sizes`, for a pipeline whose fragmentation weigher has
-    ``sizes_from: demand``); otherwise ``gpu_request_sizes`` stays empty and the
-    demand table is not read.
+    sizes and models (:func:`read_request_sizes`, :func:`read_model_demand`, for a
+    pipeline whose fragmentation weigher has ``sizes_from: demand`` or that weighs with
+    ``weigher_gpu_model_reserve``); otherwise ``gpu_request_sizes`` and
+    ``gpu_model_demand`` stay empty and the demand table is not read.
 
     The garbage collector is paused while the view is built: the million objects of a
     10,000-host view would otherwise be traversed by the full collections their own
@@ -133,6 +135,7 @@ def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
         stored = read_topologies(session)
         commitments = read_commitments(session, skips)
         sizes = read_request_sizes(session) if request_sizes else MappingProxyType({})
+        by_model = read_model_demand(session) if request_sizes else MappingProxyType({})
         return KnowledgeView(
             version=int(version),
             loaded_at=datetime.now(UTC),
@@ -144,6 +147,7 @@ def _load_view(bind: Engine | Connection, previous: KnowledgeView | None,
                                    stored.get(SOURCE_PROMETHEUS)),
             commitments=commitments,
             gpu_request_sizes=sizes,
+            gpu_model_demand=by_model,
             skipped_rows=MappingProxyType(skips.counts),
         )
 
@@ -168,6 +172,27 @@ def read_request_sizes(session: Session, days: float = REQUEST_SIZES_DAYS
         size = max(1, gpus // max(1, instances))
         counts[size] = counts.get(size, 0) + int(count)
     return MappingProxyType(dict(sorted(counts.items())))
+
+
+def read_model_demand(session: Session, days: float = REQUEST_SIZES_DAYS
+                      ) -> MappingProxyType:
+    """``{GPU model: whole GPUs}`` asked by the last ``days`` of ``gpu_demand``.
+
+    Creates that named their model (``model_named``) count against it, the others
+    under ``any`` (:data:`cortex.knowledge.gpu_names.ANY_MODEL`), placed and refused
+    alike. vGPU creates are not counted: the log holds their vGPUs, not the share of a
+    GPU each takes. One ``GROUP BY`` over the indexed time.
+    """
+    table = models.GpuDemand
+    since = datetime.now(UTC) - timedelta(days=days)
+    demand: dict[str, float] = {}
+    for model, named, gpus in session.execute(
+            select(table.model, table.model_named, func.sum(table.gpus))
+            .where(table.created_at >= since, table.gpus > 0)
+            .group_by(table.model, table.model_named)):
+        key = model if named else ANY_MODEL
+        demand[key] = demand.get(key, 0.0) + float(gpus or 0)
+    return MappingProxyType(dict(sorted(demand.items())))
 
 
 #: The well-known label of a Kubernetes node's zone.

@@ -235,7 +235,10 @@ class KnowledgeView:
     ``gpu_request_sizes``: ``{whole GPUs per instance: creates}`` the decision log
     recorded over the last :data:`cortex.knowledge.loader.REQUEST_SIZES_DAYS` days, placed
     and refused (the workload's own size distribution, for
-    ``weigher_gpu_fragmentation``'s ``sizes_from: demand``). ``skipped_rows``: ``{table:
+    ``weigher_gpu_fragmentation``'s ``sizes_from: demand``). ``gpu_model_demand``:
+    ``{GPU model: whole GPUs}`` the same creates asked over those days, those that named
+    their model counted against it, the others under ``any``
+    (:func:`cortex.knowledge.model_demand.model_pressure`). ``skipped_rows``: ``{table:
     rows}`` the load could not read and left out (:class:`cortex.knowledge.loader.Skips`).
     """
 
@@ -248,6 +251,7 @@ class KnowledgeView:
     reservations: tuple[Any, ...] = ()
     commitments: tuple[Any, ...] = ()
     gpu_request_sizes: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
+    gpu_model_demand: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     skipped_rows: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     base: KnowledgeView | None = field(default=None, repr=False, compare=False)
     overlaid: frozenset[str] = field(default=frozenset(), repr=False, compare=False)

@@ -192,6 +192,12 @@ class NovaRequest:
                          + [image.get(k) for k in ("hw_cpu_policy", "hw_cpu_thread_policy")]))
 
     @property
+    def gpu_products(self) -> frozenset[str]:
+        """PCI product ids (lower case) the request's devices name; empty: any GPU."""
+        return frozenset(str(spec["product_id"]).lower() for r in self.device_requests
+                         for spec in r.specs if spec.get("product_id"))
+
+    @property
     def resource_id(self) -> str | None:
         """The instance uuid, the resource this decision is about."""
         return self.instance_uuid

@@ -28,12 +28,6 @@ from cortex.knowledge.view import HostState, KnowledgeView
 from cortex.request.nova import NovaRequest
 
 
-def _products(request: NovaRequest) -> set[str]:
-    """PCI product ids the request's devices name (lower case; empty: any)."""
-    return {str(spec["product_id"]).lower() for r in request.device_requests
-            for spec in r.specs if spec.get("product_id")}
-
-
 def requested_model(request: NovaRequest, view: KnowledgeView,
                     host: HostState | None) -> str:
     """The model a GPU request counts against (module docstring); never raises.
@@ -44,7 +38,7 @@ def requested_model(request: NovaRequest, view: KnowledgeView,
     them, and a fresh worker's first create does not build them (they cost 1.7 ms at 1,000
     HGX hosts).
     """
-    products = _products(request)
+    products = request.gpu_products
     if host is not None and host.topology is not None:
         for gpu in host.topology.gpus:
             if not products or (gpu.device_id or "").lower() in products:
@@ -62,8 +56,9 @@ def gpu_demand(request: Any, view: KnowledgeView, result: tuple[str, ...],
 
     ``request``: the parsed request (only a :class:`NovaRequest` create with GPUs or vGPUs
     counts); ``result``: the hosts answered, best first (empty: refused). Returns
-    ``{"model", "flavor", "availability_zone", "gpus", "vgpus", "instances", "outcome",
-    "host", "power_delta_watts"}``: whole GPUs and vGPUs over all ``num_instances``; outcome
+    ``{"model", "model_named", "flavor", "availability_zone", "gpus", "vgpus", "instances",
+    "outcome", "host", "power_delta_watts"}``: ``model_named`` whether the request named
+    a GPU model (a PCI product id) rather than taking any GPU; whole GPUs and vGPUs over all ``num_instances``; outcome
     ``placed`` or ``refused``; the zone the request asked for, else the first host's;
     the watts the first host would draw more for the whole GPUs
     (:func:`cortex.knowledge.energy.added_watts` per GPU, with ``energy``, the
@@ -82,7 +77,8 @@ def gpu_demand(request: Any, view: KnowledgeView, result: tuple[str, ...],
         watts = added_watts(host, model_draws(view.root, defaults.idle_watts), defaults)
         power = round(watts * request.gpu_count * request.num_instances, 1)
     zone = request.availability_zone or (host.availability_zone if host is not None else None)
-    return {"model": requested_model(request, view, host), "flavor": request.flavor.name,
+    return {"model": requested_model(request, view, host),
+            "model_named": bool(request.gpu_products), "flavor": request.flavor.name,
             "availability_zone": zone,
             "gpus": request.gpu_count * request.num_instances,
             "instances": request.num_instances,

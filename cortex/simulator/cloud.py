@@ -29,12 +29,14 @@ watts and the GPUs in use.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
+from cortex.knowledge.gpu_names import ANY_MODEL, gpu_model
+from cortex.knowledge.model_demand import SUPPLY_KEY, model_supply
 from cortex.knowledge.network import build_topology
 from cortex.knowledge.topology import HostTopology, mig_instance, topology_from_report
 from cortex.knowledge.view import HostState, InstanceSummary, Inventory, KnowledgeView, NodeState
@@ -371,14 +373,20 @@ class SimCloud:
     """The fleet's hosts and the knowledge view of them at each step.
 
     ``request_sizes`` (``{GPUs: requests}``) is what the views say the decision log
-    recorded (``KnowledgeView.gpu_request_sizes``): the trace's own sizes, when replayed so.
+    recorded (``KnowledgeView.gpu_request_sizes``): the trace's own sizes, when replayed so;
+    ``model_demand`` (``{GPU model: whole GPUs}``) the same for the demand per model
+    (``KnowledgeView.gpu_model_demand``, :meth:`model_demand_of`). The fleet's GPUs
+    never change, so the supply per model is counted once for every view.
     """
 
     def __init__(self, fleet: Fleet, pack_numa_cells: bool = False,
                  device_order: str = "pci", seed: int = 0,
-                 request_sizes: Mapping[int, int] | None = None) -> None:
+                 request_sizes: Mapping[int, int] | None = None,
+                 model_demand: Mapping[str, float] | None = None) -> None:
         self.fleet = fleet
         self.request_sizes = MappingProxyType(dict(request_sizes or {}))
+        self.model_demand = MappingProxyType(dict(model_demand or {}))
+        self._supply: Mapping[str, int] | None = None
         self.hosts = {spec.name: SimHost(spec, pack_numa_cells, device_order, seed)
                       for spec in fleet.hosts}
         self.version = 0
@@ -425,8 +433,45 @@ class SimCloud:
         view = self._views[kind] = KnowledgeView(self.version, EPOCH,
                                                  MappingProxyType(states),
                                                  network=self.network,
-                                                 gpu_request_sizes=self.request_sizes)
+                                                 gpu_request_sizes=self.request_sizes,
+                                                 gpu_model_demand=self.model_demand)
+        if self._supply is None:
+            self._supply = model_supply(view)
+        else:
+            supply = self._supply
+            view.derived(SUPPLY_KEY, lambda _: supply)
         return view
+
+    def model_demand_of(self, trace: Iterable[Any]) -> dict[str, float]:
+        """``{GPU model: whole GPUs}`` ``trace``'s requests ask, as the decision log counts them.
+
+        The view's ``gpu_model_demand`` had the trace been recorded before (the workload's
+        own mix, as ``request_sizes``): a request's passthrough GPUs under ``any`` when it
+        names no model of the fleet, else spread over the models it names in proportion
+        to their GPUs (where it would go on average; the log records where it went).
+        vGPU requests are not counted, as the log does not. Models as
+        :func:`cortex.knowledge.gpu_names.gpu_model` names them.
+        """
+        models: dict[str, str] = {}
+        supply: dict[str, int] = {}
+        topologies = [host.state().topology for host in self.hosts.values()]
+        gpus = [gpu for topology in topologies if topology is not None
+                for gpu in topology.gpus]
+        names = {(g.device_id or "").lower(): g.name for g in gpus if g.device_id and g.name}
+        for gpu in gpus:
+            model = gpu_model(gpu, names)
+            models.setdefault((gpu.device_id or "").lower(), model)
+            supply[model] = supply.get(model, 0) + 1
+        demand: dict[str, float] = {}
+        for request in trace:
+            if not request.gpus:
+                continue
+            accepted = {models[p.lower()] for p in request.products if p.lower() in models}
+            total = sum(supply[m] for m in accepted)
+            for model in sorted(accepted) or [ANY_MODEL]:
+                share = supply[model] / total if accepted else 1.0
+                demand[model] = demand.get(model, 0.0) + request.gpus * share
+        return demand
 
     def unallocated_gpus(self) -> float:
         """Weng et al.'s unallocated GPUs of the fleet (:meth:`SimHost.unallocated_gpus`)."""

@@ -33,6 +33,7 @@ import statistics
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -369,14 +370,17 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
            on_event: Callable[[str, TraceRequest, SimCloud], None] | None = None,
            device_order: str = "pci", seed: int = 0,
            request_sizes: Mapping[int, int] | None = None,
-           candidate_order: str = "fleet", fast: bool = False) -> RunResult:
+           candidate_order: str = "fleet", fast: bool = False,
+           model_demand: Mapping[str, float] | None = None) -> RunResult:
     """Replay ``trace`` on a fresh copy of ``fleet`` through ``pipeline``.
 
     ``max_rejections`` stops the replay after that many rejected requests (a filled
     cloud rejects everything after). ``on_event(kind, request, cloud)`` is called after
     each arrival and departure (to inspect the cloud). ``device_order`` (and ``seed``):
     the simulated trackers' device order (:data:`cortex.simulator.cloud.DEVICE_ORDERS`);
-    ``request_sizes``: the recorded creates' sizes the views carry (:class:`SimCloud`).
+    ``request_sizes``: the recorded creates' sizes the views carry (:class:`SimCloud`);
+    ``model_demand``: their demand per GPU model, by default the trace's own
+    (:meth:`SimCloud.model_demand_of`, what ``weigher_gpu_model_reserve`` learns).
     ``candidate_order``: the order the hosts are offered in (:data:`CANDIDATE_ORDERS`),
     which decides the ties. ``pipeline`` may also name a policy of
     :mod:`cortex.simulator.policies` (``fgd``, ``best-fit``), the trace its workload.
@@ -397,6 +401,8 @@ def replay(fleet: Fleet, trace: Sequence[TraceRequest], pipelines: PipelineSet, 
                               f"{', '.join(sorted(pipelines.pipelines))})")
     started = time.perf_counter()
     cloud = SimCloud(fleet, pack_numa_cells, device_order, seed, request_sizes)
+    cloud.model_demand = MappingProxyType(
+        cloud.model_demand_of(trace) if model_demand is None else dict(model_demand))
     if pipeline in POLICIES:
         slots = next((h.vgpu_slots for h in cloud.hosts.values() if h.vgpu_slots), 1)
         policy = PolicyOrder(pipeline, Workload.of(trace, slots))

@@ -45,6 +45,7 @@ def demand_row(decision: Decision) -> dict[str, Any] | None:
         return None
     return {"decision_id": decision.id, "created_at": decision.created_at,
             "service": decision.service, "model": str(demand.get("model") or "any"),
+            "model_named": bool(demand.get("model_named")),
             "flavor": demand.get("flavor"), "availability_zone": demand.get("availability_zone"),
             "gpus": int(demand.get("gpus") or 0), "vgpus": int(demand.get("vgpus") or 0),
             "instances": max(1, int(demand.get("instances") or 1)),

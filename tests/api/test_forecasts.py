@@ -3,6 +3,7 @@
 import copy
 import json
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -263,5 +264,29 @@ def test_an_app_counts_the_sizes_only_for_a_pipeline_that_learns_them():
     from cortex.simulator.session import trace_sizes
 
     shipped = load_pipelines(config.shipped_file("pipelines.yaml"))
-    assert not learns_sizes(shipped)
-    assert learns_sizes(trace_sizes(shipped))
+    assert learns_sizes(shipped), "kvm-gpu-topology-aware weighs the demand per model"
+    without = replace(shipped, pipelines={
+        name: replace(p, weighers=tuple(s for s in p.weighers
+                                        if s.name != "weigher_gpu_model_reserve"))
+        for name, p in shipped.pipelines.items()})
+    assert not learns_sizes(without)
+    assert learns_sizes(trace_sizes(without))
+
+
+def test_the_view_counts_the_named_demand_per_model(engine, clean):
+    now = datetime.now(UTC)
+    rows = [{"decision_id": f"00000000-0000-4000-8000-00000000001{i}", "created_at": at,
+             "service": "nova", "model": model, "model_named": named,
+             "availability_zone": "az-1", "gpus": gpus, "vgpus": vgpus, "instances": 1,
+             "outcome": outcome}
+            for i, (at, model, named, gpus, vgpus, outcome) in enumerate([
+                (now - timedelta(hours=1), H100, True, 4, 0, "placed"),
+                (now - timedelta(hours=2), H100, True, 2, 0, "refused"),
+                (now - timedelta(hours=3), H100, False, 8, 0, "placed"),
+                (now - timedelta(hours=4), "any", False, 1, 0, "refused"),
+                (now - timedelta(hours=5), H100, True, 0, 2, "placed"),
+                (now - timedelta(days=40), H100, True, 8, 0, "placed")])]
+    DemandStore(engine).add(rows)
+    assert dict(load_view(engine, request_sizes=True).gpu_model_demand) == {
+        H100: 6.0, "any": 9.0}, "named GPUs on their model, the rest any; no vGPUs, 28 days"
+    assert dict(load_view(engine).gpu_model_demand) == {}, "read only when a pipeline asks"

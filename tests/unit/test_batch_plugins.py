@@ -168,7 +168,8 @@ UNUSED_BY_THESE_REQUESTS = {
     "filter_server_group_anti_affinity", "filter_external_customer", "filter_live_migration",
     "weigher_gpu_affinity", "weigher_gpu_fragmentation", "weigher_gpu_cell_preserving",
     "weigher_numa_locality",
-    "weigher_gpu_load", "weigher_gpu_energy", "weigher_live_migration_locality",
+    "weigher_gpu_load", "weigher_gpu_energy", "weigher_gpu_model_reserve",
+    "weigher_live_migration_locality",
     "weigher_server_group_soft_affinity", "weigher_server_group_soft_anti_affinity",
     "filter_network_domain", "weigher_network_domain",  # groups only
     "filter_failover_room",  # off with its default options (hosts: 0)

@@ -32,9 +32,9 @@ def test_the_catalogue_is_complete():
     # (affinity, fragmentation, NUMA locality, load, energy) and Nova's PCIWeigher for the
     # nova-baseline pipeline; the network domain filter and weigher; the cell-preserving
     # weigher; the commitment weigher and the failover room filter; Nova's
-    # AggregateImagePropertiesIsolation and IsolatedHostsFilter
+    # AggregateImagePropertiesIsolation and IsolatedHostsFilter; the GPU model reserve
     assert len([n for n, _ in IN_TREE if n.startswith("filter_")]) == 19 + 4 + 1 + 1 + 2
-    assert len([n for n, _ in IN_TREE if n.startswith("weigher_")]) == 18 + 5 + 1 + 1 + 1 + 1 + 1
+    assert len([n for n, _ in IN_TREE if n.startswith("weigher_")]) == 18 + 5 + 1 + 1 + 1 + 1 + 1 + 1
 
 
 @pytest.mark.parametrize("name, cls", IN_TREE, ids=[n for n, _ in IN_TREE])
