@@ -63,11 +63,26 @@ def test_a_gpu_create_is_recorded_as_demand_placed(client, app, engine, clean):
     assert (row["model"], row["availability_zone"], row["gpus"], row["vgpus"]) == (
         H100, "az-1", 2, 0)
     assert (row["outcome"], row["host"], row["service"]) == ("placed", first, "nova")
+    assert row["model_named"] is True, "the body's PCI request names the H100's product id"
     assert row["power_delta_watts"] > 0
     assert row["flavor"] == load_body(GPU_BODY)["spec"]["nova_object.data"]["flavor"][
         "nova_object.data"]["name"]
     decision = client.get(f"/v1/decisions/{row['decision_id']}").get_json()
     assert decision["demand"]["model"] == H100 and decision["demand"]["outcome"] == "placed"
+    assert decision["demand"]["model_named"] is True
+
+
+def test_a_create_taking_any_gpu_is_recorded_unnamed(client, app, engine, clean):
+    body = load_body(GPU_BODY)
+    data = body["spec"]["nova_object.data"]["pci_requests"]["nova_object.data"]
+    for request in data["requests"]:
+        for spec in request["nova_object.data"]["spec"]:
+            spec.pop("product_id")
+    response = post(client, "nova", body)
+    assert response.status_code == 200 and response.get_json()["hosts"]
+    [row] = demand_rows(app, engine)
+    assert (row["model"], row["model_named"], row["outcome"]) == (H100, False, "placed"), \
+        "counted where it went, but not as demand only that model can serve"
 
 
 def test_a_gpu_create_no_host_passes_is_demand_refused(client, app, engine, clean):
