@@ -11,7 +11,9 @@ from typing import Any
 
 #: The model of a request that names none and was not placed.
 ANY_MODEL = "any"
-_DERIVED_KEY = ("gpu-names-by-product",)
+#: The derived key of :func:`names_by_product` (a simulator whose fleet never changes may
+#: set it once for all its views).
+NAMES_KEY = ("gpu-names-by-product",)
 
 
 def gpu_model(gpu: Any, names: dict[str, str] | None = None) -> str:
@@ -35,7 +37,7 @@ def names_by_product(view: Any) -> dict[str, str]:
     Built once per knowledge version (``view.root.derived``), overlays included: it
     walks every GPU of the fleet, 1.7 ms at 1,000 HGX hosts.
     """
-    return view.root.derived(_DERIVED_KEY, _names)
+    return view.root.derived(NAMES_KEY, _names)
 
 
 def _names(view: Any) -> dict[str, str]:

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from cortex.knowledge.gpu_names import ANY_MODEL, gpu_model
+from cortex.knowledge.gpu_names import ANY_MODEL, NAMES_KEY, gpu_model, names_by_product
 from cortex.knowledge.model_demand import SUPPLY_KEY, model_supply
 from cortex.knowledge.network import build_topology
 from cortex.knowledge.topology import HostTopology, mig_instance, topology_from_report
@@ -376,7 +376,7 @@ class SimCloud:
     recorded (``KnowledgeView.gpu_request_sizes``): the trace's own sizes, when replayed so;
     ``model_demand`` (``{GPU model: whole GPUs}``) the same for the demand per model
     (``KnowledgeView.gpu_model_demand``, :meth:`model_demand_of`). The fleet's GPUs
-    never change, so the supply per model is counted once for every view.
+    never change, so their names and the supply per model are found once for every view.
     """
 
     def __init__(self, fleet: Fleet, pack_numa_cells: bool = False,
@@ -386,7 +386,7 @@ class SimCloud:
         self.fleet = fleet
         self.request_sizes = MappingProxyType(dict(request_sizes or {}))
         self.model_demand = MappingProxyType(dict(model_demand or {}))
-        self._supply: Mapping[str, int] | None = None
+        self._supply: tuple[Mapping[str, int], dict[str, str]] | None = None
         self.hosts = {spec.name: SimHost(spec, pack_numa_cells, device_order, seed)
                       for spec in fleet.hosts}
         self.version = 0
@@ -436,10 +436,11 @@ class SimCloud:
                                                  gpu_request_sizes=self.request_sizes,
                                                  gpu_model_demand=self.model_demand)
         if self._supply is None:
-            self._supply = model_supply(view)
+            self._supply = model_supply(view), names_by_product(view)
         else:
-            supply = self._supply
+            supply, names = self._supply
             view.derived(SUPPLY_KEY, lambda _: supply)
+            view.derived(NAMES_KEY, lambda _: names)
         return view
 
     def model_demand_of(self, trace: Iterable[Any]) -> dict[str, float]:

@@ -23,8 +23,7 @@ def unnamed_hgx():
 
 def asking(*products):
     """A request as requested_model reads it: the PCI product ids its devices name."""
-    return SimpleNamespace(device_requests=[SimpleNamespace(specs=[{"product_id": p}])
-                                            for p in products])
+    return SimpleNamespace(gpu_products=frozenset(p.lower() for p in products))
 
 
 @pytest.fixture
