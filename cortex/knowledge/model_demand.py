@@ -1,17 +1,17 @@
-"""How hard the demand that can only use one GPU model presses on that model's GPUs.
+"""How hard the demand that can only use one GPU model leans on that model's GPUs.
 
 A create that names its GPU model (a flavor's PCI alias or Cyborg product trait) can go
 only to hosts of that model; a create that names none can go anywhere. When the named
-demand of a model is a larger share of all GPU demand than the model's GPUs are of the
-fleet's, every GPU of that model an unnamed create takes is one the named creates will
-miss once the fleet fills, while GPUs of other models stay free. Nova's PCIWeigher keeps
-hosts with PCI devices for the requests that need devices by the same reasoning, one
-level coarser.
+demand leans on one model more than the fleet's GPUs do, every GPU of that model an
+unnamed create takes is one the named creates will miss once the fleet fills, while GPUs
+of other models stay free. Nova's PCIWeigher keeps hosts with PCI devices for the
+requests that need devices by the same reasoning, one level coarser.
 
-:func:`model_pressure` gives, per model, the share of the recorded GPU demand that named
-it over the share of the fleet's GPUs it has (``KnowledgeView.gpu_model_demand`` against
-:func:`model_supply`): 1.0 when the named demand alone would take the model's fair share
-of the fleet, 0.0 when nobody names it. ``weigher_gpu_model_reserve`` reads it.
+:func:`model_pressure` gives, per model, the share of the recorded named GPU demand that
+names it over the share of the fleet's GPUs it has (``KnowledgeView.gpu_model_demand``
+against :func:`model_supply`): 1.0 when the named demand is spread over the models as
+the fleet's GPUs are, above 1 for a model it leans on, 0.0 for one nobody names.
+``weigher_gpu_model_reserve`` reads it.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ def model_pressure(view: KnowledgeView, min_learned: float = 0.0) -> Mapping[str
     """``{GPU model: named demand share / supply share}`` (module docstring); ``{}`` unlearned.
 
     ``min_learned``: the GPUs of recorded demand (all models and ``any``) below which
-    nothing is known yet and every model reads 0. A model without GPUs in the view is
-    left out. Built once per knowledge version.
+    nothing is known yet; ``{}`` too when no recorded create named a model. A model
+    without GPUs in the view is left out. Built once per knowledge version.
     """
     root = view.root
     return root.derived(("gpu-model-pressure", min_learned),
@@ -66,10 +66,10 @@ def model_pressure(view: KnowledgeView, min_learned: float = 0.0) -> Mapping[str
 def _pressure(demand: Mapping[str, float], supply: Mapping[str, int],
               min_learned: float) -> Mapping[str, float]:
     """:func:`model_pressure` from the demand and supply tables."""
-    asked = sum(demand.values())
+    named = sum(v for model, v in demand.items() if model != ANY_MODEL)
     gpus = sum(supply.values())
-    if asked <= 0 or asked < min_learned or gpus <= 0:
+    if named <= 0 or sum(demand.values()) < min_learned or gpus <= 0:
         return MappingProxyType({})
     return MappingProxyType({
-        model: (demand.get(model, 0.0) / asked) / (count / gpus)
+        model: (demand.get(model, 0.0) / named) / (count / gpus)
         for model, count in supply.items() if count and model != ANY_MODEL})

@@ -1,22 +1,23 @@
 """weigher_gpu_model_reserve: keep a GPU model's hosts for the creates that can only go there.
 
 Rule: Nova's PCIWeigher keeps hosts with PCI devices for the requests that need devices;
-this does the same per GPU model. A model is pressed when the recorded demand that named
-it is a larger share of all GPU demand than its GPUs are of the fleet's
-(:func:`cortex.knowledge.model_demand.model_pressure` above ``threshold``, 1.0 by
-default): the creates bound to it would fill its fair share alone, so each GPU of it
-that a create taking any model gets is a GPU a bound create will miss once the fleet
-fills, while other models' GPUs stay free. The raw weight of a host is
+this does the same per GPU model. A model is pressed when the recorded creates that name
+a model lean on it: its share of their GPUs over its share of the fleet's GPUs
+(:func:`cortex.knowledge.model_demand.model_pressure`) is above ``threshold`` (1.5 by
+default; 1.0 is named demand spread as the fleet's GPUs are). Every GPU of a pressed
+model that a create taking any model gets is then a GPU a bound create will miss once
+the fleet fills, while other models' GPUs stay free. The raw weight of a host is
 ``-(pressure - threshold) / scale`` for the most pressed model among its healthy GPUs
 that the request accepts (all of them when it names no model), 0 when that is at most
 ``threshold``. Requests bound to one model see the same weight on every host of it, so
-only the requests with a choice of models are moved, towards the models others do not
-need.
+only the requests with a choice of models are moved, towards the models the named
+demand needs least; when only pressed hosts are left they still get them.
 
 Demand is learned: the decision log's last four weeks of GPU creates (whole GPUs;
 ``KnowledgeView.gpu_model_demand``), once ``min_learned`` GPUs are recorded; until then,
-and in clouds where no create names a model, every host weighs 0. Hosts without a
-topology report weigh 0. Measured on Alibaba's ``gpuspec33`` pod list in
+and in clouds where no create names a model or the named demand is spread as the
+fleet's GPUs are, every host weighs 0. Hosts without a topology report weigh 0. The
+threshold and its effect on Alibaba's ``gpuspec33`` pod list are measured in
 docs/scheduler/placement-quality.md. Invert: a negative multiplier.
 """
 
@@ -38,7 +39,7 @@ from cortex.request import Candidate, NovaRequest
 class GpuModelReserveOptions:
     """``threshold`` >= 0 (pressure), ``scale`` > 0 (pressure), ``min_learned`` >= 0 (GPUs)."""
 
-    threshold: float = 1.0
+    threshold: float = 1.5
     scale: float = 0.25
     min_learned: float = 100.0
 

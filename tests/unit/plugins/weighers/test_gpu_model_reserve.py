@@ -27,8 +27,8 @@ def test_pressure_is_named_share_over_supply_share():
     shared = fleet({L40S_NAME: 48.0, HGX: 10.0, "any": 42.0})
     assert dict(model_supply(shared)) == {HGX: 8, L40S_NAME: 8, A100_NAME: 4}
     pressure = model_pressure(shared)
-    assert pressure[L40S_NAME] == pytest.approx(0.48 / (8 / 20))
-    assert pressure[HGX] == pytest.approx(0.1 / (8 / 20))
+    assert pressure[L40S_NAME] == pytest.approx((48 / 58) / (8 / 20))
+    assert pressure[HGX] == pytest.approx((10 / 58) / (8 / 20))
     assert pressure[A100_NAME] == 0.0
     assert model_pressure(shared, min_learned=101) == {}
 
@@ -39,9 +39,10 @@ def test_requests_taking_any_model_leave_the_pressed_model():
     anywhere = gpu_request(gpus=1, products=())
     weights = {name: weigh(plugin, shared.hosts[name], anywhere, shared)
                for name in shared.hosts}
-    # L40S: pressure 1.2, 0.2 above the threshold of 1, over the scale of 0.25
-    assert weights == {"hgx": 0.0, "l40s-1": pytest.approx(-0.8),
-                       "l40s-2": pytest.approx(-0.8), "a100": 0.0}
+    # L40S: pressure 2.07, above the threshold of 1.5, over the scale of 0.25
+    l40s = -((48 / 58) / (8 / 20) - 1.5) / 0.25
+    assert weights == {"hgx": 0.0, "l40s-1": pytest.approx(l40s),
+                       "l40s-2": pytest.approx(l40s), "a100": 0.0}
     # a request bound to the L40S sees the same weight on every host it can take
     bound = gpu_request(gpus=1, products=(L40S,))
     assert weigh(plugin, shared.hosts["l40s-1"], bound, shared) == weights["l40s-1"]
@@ -54,7 +55,8 @@ def test_requests_taking_any_model_leave_the_pressed_model():
 def test_nothing_moves_until_named_demand_is_learned():
     plugin = GpuModelReserveWeigher()
     anywhere = gpu_request(gpus=1, products=())
-    for demand in ({}, {"any": 500.0}, {L40S_NAME: 40.0, "any": 20.0}):
+    spread = {HGX: 40.0, L40S_NAME: 40.0, A100_NAME: 20.0, "any": 100.0}  # as the GPUs
+    for demand in ({}, {"any": 500.0}, {L40S_NAME: 40.0, "any": 20.0}, spread):
         shared = fleet(demand)
         assert {weigh(plugin, state, anywhere, shared) for state in shared.hosts.values()} == {
             0.0}, demand
