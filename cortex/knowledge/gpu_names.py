@@ -7,6 +7,7 @@ The decision log records the model a GPU create counts against
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 #: The model of a request that names none and was not placed.
@@ -16,7 +17,7 @@ ANY_MODEL = "any"
 NAMES_KEY = ("gpu-names-by-product",)
 
 
-def gpu_model(gpu: Any, names: dict[str, str] | None = None) -> str:
+def gpu_model(gpu: Any, names: Mapping[str, str] | None = None) -> str:
     """The model name of a knowledge GPU.
 
     NVML's name; else the name ``names`` (:func:`names_by_product`) gives its PCI product

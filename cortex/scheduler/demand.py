@@ -58,9 +58,9 @@ def gpu_demand(request: Any, view: KnowledgeView, result: tuple[str, ...],
     counts); ``result``: the hosts answered, best first (empty: refused). Returns
     ``{"model", "model_named", "flavor", "availability_zone", "gpus", "vgpus", "instances",
     "outcome", "host", "power_delta_watts"}``: ``model_named`` whether the request named
-    a GPU model (a PCI product id) rather than taking any GPU; whole GPUs and vGPUs over all ``num_instances``; outcome
-    ``placed`` or ``refused``; the zone the request asked for, else the first host's;
-    the watts the first host would draw more for the whole GPUs
+    a GPU model (a PCI product id) rather than taking any GPU; whole GPUs and vGPUs over
+    all ``num_instances``; outcome ``placed`` or ``refused``; the zone the request asked
+    for, else the first host's; the watts the first host would draw more for the whole GPUs
     (:func:`cortex.knowledge.energy.added_watts` per GPU, with ``energy``, the
     ``weigher_gpu_energy`` step's options, or :class:`~cortex.knowledge.energy.DrawDefaults`;
     None when refused or the host is unknown).
