@@ -58,17 +58,22 @@ def model_pressure(view: KnowledgeView, min_learned: float = 0.0) -> Mapping[str
     without GPUs in the view is left out. Built once per knowledge version.
     """
     root = view.root
+    demand = root.gpu_model_demand
+    if not demand:  # nothing recorded: the fleet is not walked
+        return MappingProxyType({})
     return root.derived(("gpu-model-pressure", min_learned),
-                        lambda _: _pressure(root.gpu_model_demand, model_supply(root),
-                                            min_learned))
+                        lambda _: _pressure(demand, root, min_learned))
 
 
-def _pressure(demand: Mapping[str, float], supply: Mapping[str, int],
+def _pressure(demand: Mapping[str, float], root: KnowledgeView,
               min_learned: float) -> Mapping[str, float]:
-    """:func:`model_pressure` from the demand and supply tables."""
+    """:func:`model_pressure` from the demand table and the view's supply."""
     named = sum(v for model, v in demand.items() if model != ANY_MODEL)
+    if named <= 0 or sum(demand.values()) < min_learned:
+        return MappingProxyType({})
+    supply = model_supply(root)
     gpus = sum(supply.values())
-    if named <= 0 or sum(demand.values()) < min_learned or gpus <= 0:
+    if gpus <= 0:
         return MappingProxyType({})
     return MappingProxyType({
         model: (demand.get(model, 0.0) / named) / (count / gpus)
