@@ -453,16 +453,13 @@ class SimCloud:
         vGPU requests are not counted, as the log does not. Models as
         :func:`cortex.knowledge.gpu_names.gpu_model` names them.
         """
+        now = KnowledgeView(0, EPOCH, MappingProxyType(
+            {name: host.state() for name, host in self.hosts.items()}))
+        names, supply = names_by_product(now), model_supply(now)
         models: dict[str, str] = {}
-        supply: dict[str, int] = {}
-        topologies = [host.state().topology for host in self.hosts.values()]
-        gpus = [gpu for topology in topologies if topology is not None
-                for gpu in topology.gpus]
-        names = {(g.device_id or "").lower(): g.name for g in gpus if g.device_id and g.name}
-        for gpu in gpus:
-            model = gpu_model(gpu, names)
-            models.setdefault((gpu.device_id or "").lower(), model)
-            supply[model] = supply.get(model, 0) + 1
+        for host in now.hosts.values():
+            for gpu in host.topology.gpus if host.topology is not None else ():
+                models.setdefault((gpu.device_id or "").lower(), gpu_model(gpu, names))
         demand: dict[str, float] = {}
         for request in trace:
             if not request.gpus:
